@@ -1,0 +1,479 @@
+package testcluster_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+
+	"github.com/spawnkit/spawnkit/internal/testcluster"
+)
+
+var cluster *testcluster.Cluster
+
+func TestMain(m *testing.M) {
+	testcluster.Main(m, testcluster.Options{Level: testcluster.Lifecycle, Progress: os.Stderr}, &cluster)
+}
+
+// newNamespace creates a namespace for one test and deletes it afterwards.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	c := testcluster.Require(t, cluster)
+	ns, err := c.Client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "tc-"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	})
+	return ns.Name
+}
+
+func testPod(name string, annotations map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "notebook", Image: "quay.io/jupyter/base-notebook:latest"}},
+		},
+	}
+}
+
+func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestAPIServerCRUDAndWatch(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	ns := newNamespace(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	pods := c.Client.CoreV1().Pods(ns)
+
+	w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "crud").String()})
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	defer w.Stop()
+
+	created, err := pods.Create(ctx, testPod("crud", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	got, err := pods.Get(ctx, "crud", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if got.UID != created.UID {
+		t.Errorf("get returned uid %s, create %s", got.UID, created.UID)
+	}
+	list, err := pods.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name != "crud" {
+		t.Errorf("list = %d items, want the one pod", len(list.Items))
+	}
+	if err := pods.Delete(ctx, "crud", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := pods.Get(ctx, "crud", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("get after delete: err = %v, want NotFound", err)
+	}
+
+	// The watch must have seen the pod added and, finally, deleted.
+	var types []watch.EventType
+	for ev := range w.ResultChan() {
+		types = append(types, ev.Type)
+		if ev.Type == watch.Deleted {
+			break
+		}
+	}
+	if len(types) < 2 || types[0] != watch.Added || types[len(types)-1] != watch.Deleted {
+		t.Errorf("watch saw %v, want ADDED first and DELETED last", types)
+	}
+}
+
+func TestPodBecomesRunning(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	ns := newNamespace(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+
+	start := time.Now()
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, testPod("runs", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	pod, err := c.WaitForPod(ctx, ns, "runs", func(p *corev1.Pod) (bool, error) {
+		return p != nil && p.Status.Phase == corev1.PodRunning && podReady(p), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pod create to Running and Ready: %s", time.Since(start).Round(time.Millisecond))
+	if pod.Status.PodIP == "" || pod.Spec.NodeName == "" {
+		t.Errorf("running pod has IP %q on node %q; want both set", pod.Status.PodIP, pod.Spec.NodeName)
+	}
+	if cs := pod.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Running == nil {
+		t.Errorf("container statuses = %+v, want one running container", cs)
+	}
+	// The scheduler and kwok both record events for the pod.
+	reasons := waitForEventReasons(t, ctx, ns, "runs", "Scheduled", "Started")
+	t.Logf("events: %v", reasons)
+}
+
+func TestImagePullFailure(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	ns := newNamespace(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+
+	pod := testPod("pull", map[string]string{testcluster.BehaviorAnnotation: testcluster.BehaviorImagePullError})
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	var seen []string
+	got, err := c.WaitForPod(ctx, ns, "pull", func(p *corev1.Pod) (bool, error) {
+		if p == nil {
+			return false, fmt.Errorf("pod deleted")
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Waiting != nil && !slices.Contains(seen, cs.State.Waiting.Reason) {
+				seen = append(seen, cs.State.Waiting.Reason)
+			}
+			if cs.State.Waiting != nil && cs.State.Waiting.Reason == "ImagePullBackOff" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != corev1.PodPending {
+		t.Errorf("phase = %s, want Pending", got.Status.Phase)
+	}
+	if !strings.Contains(got.Status.ContainerStatuses[0].State.Waiting.Message, pod.Spec.Containers[0].Image) {
+		t.Errorf("back-off message %q does not name the image", got.Status.ContainerStatuses[0].State.Waiting.Message)
+	}
+	// ErrImagePull may pass between two watch events; the Warning event
+	// proves it happened.
+	t.Logf("waiting reasons seen: %v", seen)
+	waitForEventReasons(t, ctx, ns, "pull", "Failed", "BackOff")
+}
+
+func TestContainerExitCode(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	ns := newNamespace(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+
+	for _, tc := range []struct {
+		code  int32
+		phase corev1.PodPhase
+	}{{3, corev1.PodFailed}, {0, corev1.PodSucceeded}} {
+		name := fmt.Sprintf("exit-%d", tc.code)
+		pod := testPod(name, map[string]string{
+			testcluster.BehaviorAnnotation:  testcluster.BehaviorExit,
+			testcluster.ExitCodeAnnotation:  strconv.Itoa(int(tc.code)),
+			testcluster.ExitAfterAnnotation: "500ms",
+		})
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		wasRunning := false
+		got, err := c.WaitForPod(ctx, ns, name, func(p *corev1.Pod) (bool, error) {
+			if p == nil {
+				return false, fmt.Errorf("pod deleted")
+			}
+			wasRunning = wasRunning || p.Status.Phase == corev1.PodRunning
+			return p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !wasRunning {
+			t.Errorf("%s: never observed Running before it ended", name)
+		}
+		if got.Status.Phase != tc.phase {
+			t.Errorf("%s: phase = %s, want %s", name, got.Status.Phase, tc.phase)
+		}
+		term := got.Status.ContainerStatuses[0].State.Terminated
+		if term == nil || term.ExitCode != tc.code {
+			t.Errorf("%s: terminated state = %+v, want exit code %d", name, term, tc.code)
+		}
+	}
+}
+
+func TestNeverReady(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	ns := newNamespace(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+
+	pod := testPod("unready", map[string]string{testcluster.BehaviorAnnotation: testcluster.BehaviorNeverReady})
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if _, err := c.WaitForPod(ctx, ns, "unready", testcluster.PodRunning); err != nil {
+		t.Fatal(err)
+	}
+	// A ready pod would turn ready within the same stage pass; give the
+	// simulated kubelet well over that time, then check it did not.
+	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	got, err := c.WaitForPod(waitCtx, ns, "unready", func(p *corev1.Pod) (bool, error) { return p != nil && podReady(p), nil })
+	if err == nil {
+		t.Fatalf("pod became ready: %+v", got.Status.Conditions)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("test context ended: %v", ctx.Err())
+	}
+}
+
+func TestOwnedSecretIsGarbageCollected(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	ns := newNamespace(t)
+	ctx := ctxTimeout(t, 60*time.Second)
+
+	pod, err := c.Client.CoreV1().Pods(ns).Create(ctx, testPod("owner", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod: %v", err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "owned",
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
+			}},
+		},
+		StringData: map[string]string{"k": "v"},
+	}
+	if _, err := c.Client.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create secret: %v", err)
+	}
+	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete pod: %v", err)
+	}
+	// A graceful delete needs the simulated kubelet to finish it.
+	if _, err := c.WaitForPod(ctx, ns, pod.Name, testcluster.PodGone); err != nil {
+		t.Fatal(err)
+	}
+	secrets := c.Client.CoreV1().Secrets(ns)
+	w, err := secrets.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "owned").String()})
+	if err != nil {
+		t.Fatalf("watch secret: %v", err)
+	}
+	defer w.Stop()
+	if _, err := secrets.Get(ctx, "owned", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return // already collected
+	}
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Deleted {
+			return
+		}
+	}
+	t.Fatalf("secret owned by a deleted pod was not garbage-collected: %v", ctx.Err())
+}
+
+func TestNamespaceDeletionFinishes(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	ctx := ctxTimeout(t, 60*time.Second)
+	ns, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "tc-del-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	if _, err := c.Client.CoreV1().Pods(ns.Name).Create(ctx, testPod("p", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pod: %v", err)
+	}
+	if _, err := c.WaitForPod(ctx, ns.Name, "p", testcluster.PodRunning); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Client.CoreV1().Namespaces().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", ns.Name).String()})
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	defer w.Stop()
+	if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete namespace: %v", err)
+	}
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Deleted {
+			return
+		}
+	}
+	t.Fatalf("namespace %s with a running pod never finished terminating: %v", ns.Name, ctx.Err())
+}
+
+// TestStopLeavesNoProcesses starts a second cluster and proves that Stop
+// leaves none of its processes behind.
+func TestStopLeavesNoProcesses(t *testing.T) {
+	testcluster.Require(t, cluster)
+	before := childPIDs(t)
+	c, err := testcluster.Start(ctxTimeout(t, 2*time.Minute), testcluster.Options{Level: testcluster.Lifecycle, Nodes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	during := childPIDs(t)
+	var started []int
+	for _, pid := range during {
+		if !slices.Contains(before, pid) {
+			started = append(started, pid)
+		}
+	}
+	// etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok.
+	if len(started) != 5 {
+		t.Errorf("cluster started %d child processes, want 5: %v", len(started), started)
+	}
+	logDir := c.LogDir
+	if err := c.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	for _, pid := range started {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			t.Errorf("process %d still exists after Stop", pid)
+		}
+	}
+	if _, err := os.Stat(logDir); !os.IsNotExist(err) {
+		t.Errorf("log directory %s still there after a clean Stop (err %v)", logDir, err)
+	}
+}
+
+func TestVersionsMatchToolsModule(t *testing.T) {
+	gomod, err := os.ReadFile(filepath.Join("..", "tools", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := testcluster.PinnedVersions()
+	for mod, want := range map[string]string{"k8s.io/kubernetes": v.Kubernetes, "go.etcd.io/etcd/server/v3": v.Etcd} {
+		re := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(mod) + `\s+(\S+)`)
+		m := re.FindSubmatch(gomod)
+		if m == nil || string(m[1]) != want {
+			t.Errorf("internal/tools/go.mod requires %s %s, versions.env says %s", mod, m, want)
+		}
+	}
+	// Under `make test` the binary directory comes from build.sh; it must
+	// be the one DefaultBinDir computes, or a plain `go test` would look
+	// elsewhere.
+	if dir := os.Getenv("SPAWNKIT_TESTBIN"); dir != "" && os.Getenv("SPAWNKIT_TESTBIN_CACHE") == "" {
+		want, err := testcluster.DefaultBinDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dir != want {
+			t.Errorf("build.sh built into %s, DefaultBinDir is %s", dir, want)
+		}
+	}
+}
+
+func TestMissingBinariesError(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("SPAWNKIT_TESTBIN", "")
+	t.Setenv("KUBEBUILDER_ASSETS", "")
+	_, err := testcluster.Start(t.Context(), testcluster.Options{BinDir: dir})
+	if err == nil {
+		t.Fatal("Start with an empty binary directory succeeded")
+	}
+	for _, want := range []string{"etcd", "kube-apiserver", dir, "make testbin"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// waitForEventReasons watches the pod's events until every reason in want
+// has been seen, and returns the reasons seen in order.
+func waitForEventReasons(t *testing.T, ctx context.Context, ns, pod string, want ...string) []string {
+	t.Helper()
+	c := cluster
+	sel := fields.AndSelectors(
+		fields.OneTermEqualSelector("involvedObject.kind", "Pod"),
+		fields.OneTermEqualSelector("involvedObject.name", pod),
+	).String()
+	events := c.Client.CoreV1().Events(ns)
+	list, err := events.List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		t.Fatalf("list events: %v", err)
+	}
+	var seen []string
+	for _, e := range list.Items {
+		seen = append(seen, e.Reason)
+	}
+	missing := func() []string {
+		var m []string
+		for _, r := range want {
+			if !slices.Contains(seen, r) {
+				m = append(m, r)
+			}
+		}
+		return m
+	}
+	if len(missing()) == 0 {
+		return seen
+	}
+	w, err := events.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatalf("watch events: %v", err)
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if e, ok := ev.Object.(*corev1.Event); ok && ev.Type == watch.Added {
+			seen = append(seen, e.Reason)
+			if len(missing()) == 0 {
+				return seen
+			}
+		}
+	}
+	t.Fatalf("events of pod %s/%s: saw %v, missing %v (%v)", ns, pod, seen, missing(), ctx.Err())
+	return nil
+}
+
+// childPIDs lists the processes whose parent is this test binary.
+func childPIDs(t *testing.T) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatalf("reading /proc: %v", err)
+	}
+	self := os.Getpid()
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// "pid (comm) state ppid ...": comm may hold spaces and parens.
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+		f := strings.Fields(rest)
+		if len(f) > 1 {
+			if ppid, _ := strconv.Atoi(f[1]); ppid == self {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}

@@ -1,0 +1,32 @@
+// Package testcluster runs a real, local Kubernetes control plane for
+// spawnkit's tests, examples and quickstart.
+//
+// Two levels are offered. APIServer runs etcd and kube-apiserver through
+// controller-runtime's envtest: real validation, admission, watches and
+// resourceVersions, but no pod ever runs. Lifecycle adds kube-scheduler,
+// kube-controller-manager (node lifecycle, garbage collector, namespace
+// controllers) and kwok managing fake nodes, so pods are scheduled, get an
+// IP, turn Running and Ready and emit real events, owner references
+// cascade and namespaces finish terminating. Every binary is the upstream
+// one built from the Go module proxy by internal/tools (make testbin) into
+// a cache directory outside the repository; see DefaultBinDir.
+//
+// Pods misbehave on demand through BehaviorAnnotation: an image that cannot
+// be pulled, a container that exits with a chosen code, a container that
+// never becomes ready.
+//
+// # Contract
+//
+// Start returns a cluster whose every component is up (for Lifecycle: every
+// node is Ready and schedulable and a warm-up pod has run), or an error
+// naming the step that failed and the log directory, with everything
+// already started stopped again. Stop stops every process and waits until
+// each has exited; a component never outlives the test binary, even one
+// killed by go test's timeout (components that this package starts run
+// with a parent-death signal). Each component writes to its own file in
+// Cluster.LogDir.
+//
+// Main is TestMain's body: one cluster per test package, goleak after the
+// run, a hard failure under CI=true when the cluster cannot start and a
+// skip elsewhere (Require).
+package testcluster
