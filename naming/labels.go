@@ -1,0 +1,70 @@
+package naming
+
+import "maps"
+
+// Label and annotation keys KubeSpawner puts on a user server's objects.
+const (
+	LabelUsername     = "hub.jupyter.org/username"
+	LabelServername   = "hub.jupyter.org/servername"
+	LabelComponent    = "component"
+	LabelAppComponent = "app.kubernetes.io/component"
+
+	AnnotationUsername   = "hub.jupyter.org/username"
+	AnnotationServername = "hub.jupyter.org/servername"
+
+	// DefaultComponent is the component label of user server pods.
+	DefaultComponent = "singleuser-server"
+)
+
+// KubeSpawnerCommonLabels returns KubeSpawner 7.1's default common_labels.
+// A hub taking over a KubeSpawner deployment keeps them so that label
+// selectors keep matching the objects KubeSpawner created.
+func KubeSpawnerCommonLabels() map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":       "jupyterhub",
+		"app.kubernetes.io/managed-by": "kubespawner",
+		"app":                          "jupyterhub",
+		"heritage":                     "jupyterhub",
+	}
+}
+
+// CommonLabels returns the labels of every object of a server, as
+// KubeSpawner's _build_common_labels: the user name label (SafeLabel of the
+// raw name), then extra, then common, each overriding the one before.
+func CommonLabels(s Server, extra, common map[string]string) map[string]string {
+	labels := make(map[string]string, 1+len(extra)+len(common)+3)
+	labels[LabelUsername] = SafeLabel(s.Username)
+	maps.Copy(labels, extra)
+	maps.Copy(labels, common)
+	return labels
+}
+
+// PodLabels returns the labels of a server's pod, as KubeSpawner's
+// _build_pod_labels: CommonLabels plus the component labels and the
+// server name label (SafeLabel of the raw server name, "" for the default
+// server), which override everything before them. component "" means
+// DefaultComponent.
+func PodLabels(s Server, component string, extra, common map[string]string) map[string]string {
+	if component == "" {
+		component = DefaultComponent
+	}
+	labels := CommonLabels(s, extra, common)
+	labels[LabelAppComponent] = component
+	labels[LabelComponent] = component
+	labels[LabelServername] = SafeLabel(s.Servername)
+	return labels
+}
+
+// Annotations returns the annotations of every object of a server: the
+// raw user name and, for a named server, the raw server name, then extra.
+// Unlike labels they are not slugged, so the server an object belongs to
+// can always be recovered from the cluster.
+func Annotations(s Server, extra map[string]string) map[string]string {
+	a := make(map[string]string, 2+len(extra))
+	a[AnnotationUsername] = s.Username
+	if s.Servername != "" {
+		a[AnnotationServername] = s.Servername
+	}
+	maps.Copy(a, extra)
+	return a
+}
