@@ -75,7 +75,7 @@ type Names struct {
 // Namer renders the object names of user servers. It is immutable and
 // safe for concurrent use.
 type Namer struct {
-	opts                           Options
+	opts                             Options
 	pod, pvc, secret, namespace, dns *Template
 }
 
