@@ -38,7 +38,7 @@ func run(nodes int, once bool) error {
 		Level:    testcluster.Lifecycle,
 		Nodes:    nodes,
 		Progress: os.Stderr,
-		KeepLogs: true,
+		KeepLogs: !once, // a running cluster keeps its logs for you to read
 	})
 	cancel()
 	if err != nil {

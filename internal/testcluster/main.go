@@ -36,15 +36,10 @@ func Main(m *testing.M, opts Options, cluster **Cluster) {
 }
 
 func run(m *testing.M, opts Options, cluster **Cluster) int {
-	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
-	c, err := Start(ctx, opts)
-	cancel()
+	c, err := setUp(opts)
 	if err != nil {
-		if InCI() {
-			fmt.Fprintf(os.Stderr, "testcluster: cannot start a %s cluster, failing because CI=true: %v\n", opts.Level, err)
-			return 1
-		}
-		fmt.Fprintf(os.Stderr, "testcluster: cannot start a %s cluster; integration tests will skip: %v\n", opts.Level, err)
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	*cluster = c
 	code := m.Run()
@@ -68,6 +63,23 @@ func run(m *testing.M, opts Options, cluster **Cluster) int {
 	return code
 }
 
+// setUp starts the package's cluster. A cluster that cannot start is an
+// error under CI=true; elsewhere it is reported and setUp returns no
+// cluster, so that Require skips.
+func setUp(opts Options) (*Cluster, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	defer cancel()
+	c, err := Start(ctx, opts)
+	if err == nil {
+		return c, nil
+	}
+	if InCI() {
+		return nil, fmt.Errorf("testcluster: cannot start a %s cluster, failing because CI=true: %w", opts.Level, err)
+	}
+	fmt.Fprintf(os.Stderr, "testcluster: cannot start a %s cluster; integration tests will skip: %v\n", opts.Level, err)
+	return nil, nil
+}
+
 // LeakOptions are the goroutines goleak may ignore in a package that uses
 // a cluster: long-lived daemons of libraries, never spawnkit's own.
 func LeakOptions() []goleak.Option {
@@ -84,8 +96,9 @@ func Require(t testing.TB, c *Cluster) *Cluster {
 	if c == nil {
 		if InCI() {
 			t.Fatal("testcluster: no cluster although CI=true")
+		} else {
+			t.Skip("testcluster: no cluster (see TestMain's output); run `make testbin` first")
 		}
-		t.Skip("testcluster: no cluster (see TestMain's output); run `make testbin` first")
 	}
 	return c
 }

@@ -22,7 +22,8 @@ for pair in "k8s.io/kubernetes $K8S_VERSION" "go.etcd.io/etcd/server/v3 $ETCD_VE
 	fi
 done
 
-cache_root=${SPAWNKIT_TESTBIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/spawnkit/testbin}
+home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
+cache_root=${SPAWNKIT_TESTBIN_CACHE:-${XDG_CACHE_HOME:-$home/.cache}/spawnkit/testbin}
 dir="$cache_root/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
 mkdir -p "$dir"
 
@@ -40,7 +41,17 @@ build() {
 	fi
 	local start=$SECONDS
 	log "$name: building (this takes a while on a cold cache)..."
-	"$@"
+	# A cold kube-apiserver build is silent for minutes: say it is alive.
+	(while sleep 30; do log "$name: still building ($((SECONDS - start))s)"; done) &
+	local ticker=$!
+	local rc=0
+	"$@" || rc=$?
+	kill "$ticker" 2>/dev/null
+	wait "$ticker" 2>/dev/null || true
+	if ((rc != 0)); then
+		log "$name: build failed (exit $rc)"
+		exit "$rc"
+	fi
 	mv -f "$dir/.$name.tmp" "$dir/$name"
 	log "$name: built in $((SECONDS - start))s"
 }
