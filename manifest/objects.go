@@ -1,0 +1,242 @@
+package manifest
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+)
+
+// StorageClassAnnotation is the beta storage-class annotation KubeSpawner
+// sets next to storageClassName, for clusters that still read it.
+const StorageClassAnnotation = "volume.beta.kubernetes.io/storage-class"
+
+// PVCSpec describes a user's claim (KubeSpawner's make_pvc).
+type PVCSpec struct {
+	Name string // name
+	// StorageClass (storage_class): nil leaves the cluster default; a
+	// value, even "", is set as storageClassName and the beta annotation.
+	StorageClass *string
+	AccessModes  []corev1.PersistentVolumeAccessMode // access_modes
+	Selector     *metav1.LabelSelector               // selector
+	Storage      resource.Quantity                   // storage: the requested size
+	Labels       map[string]string                   // labels
+	Annotations  map[string]string                   // annotations
+}
+
+// PVC builds a user's claim.
+func PVC(spec PVCSpec) (*corev1.PersistentVolumeClaim, error) {
+	var errs field.ErrorList
+	errs = append(errs, validateName(field.NewPath("name"), spec.Name)...)
+	if spec.Storage.Sign() <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("storage"), spec.Storage.String(), "must be a positive quantity"))
+	}
+	if len(spec.AccessModes) == 0 {
+		errs = append(errs, field.Required(field.NewPath("access_modes"), "at least one access mode"))
+	}
+	for i, m := range spec.AccessModes {
+		switch m {
+		case corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany, corev1.ReadWriteOncePod:
+		default:
+			errs = append(errs, field.NotSupported(field.NewPath("access_modes").Index(i), m, []corev1.PersistentVolumeAccessMode{
+				corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany, corev1.ReadWriteOncePod}))
+		}
+	}
+	errs = append(errs, validateLabels(field.NewPath("labels"), spec.Labels)...)
+	errs = append(errs, validateAnnotations(field.NewPath("annotations"), spec.Annotations)...)
+	if len(errs) > 0 {
+		return nil, &ValidationError{Kind: "PersistentVolumeClaim", Name: spec.Name, Errs: errs}
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        spec.Name,
+			Labels:      cloneMap(spec.Labels),
+			Annotations: cloneMap(spec.Annotations),
+		},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: append([]corev1.PersistentVolumeAccessMode(nil), spec.AccessModes...),
+			Resources: corev1.VolumeResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceStorage: spec.Storage.DeepCopy()},
+			},
+			Selector: spec.Selector.DeepCopy(),
+		},
+	}
+	if spec.StorageClass != nil {
+		if pvc.Annotations == nil {
+			pvc.Annotations = map[string]string{}
+		}
+		pvc.Annotations[StorageClassAnnotation] = *spec.StorageClass
+		pvc.Spec.StorageClassName = ptr.To(*spec.StorageClass)
+	}
+	return pvc, nil
+}
+
+// Keys of the internal-SSL secret, as the notebook's JUPYTERHUB_SSL_*
+// variables expect them.
+const (
+	SSLKeyKey  = "ssl.key"
+	SSLCertKey = "ssl.crt"
+	SSLCAKey   = "notebooks-ca_trust.crt"
+)
+
+// SecretSpec describes the internal-SSL secret of a user server
+// (KubeSpawner's make_secret), from the contents of the files KubeSpawner
+// reads.
+type SecretSpec struct {
+	Name string
+	Key  []byte // the server's private key (cert_paths["keyfile"])
+	Cert []byte // its certificate (cert_paths["certfile"])
+	// CA is the notebooks' CA bundle (cert_paths["cafile"]) and HubCA the
+	// hub's (hub_ca); the secret's trust bundle is CA without trailing
+	// newlines, a newline, then HubCA.
+	CA, HubCA       []byte
+	OwnerReferences []metav1.OwnerReference // normally OwnerReference(pod)
+	Labels          map[string]string
+	Annotations     map[string]string
+}
+
+// Secret builds the internal-SSL secret. As KubeSpawner reads the files
+// in text mode, "\r\n" and lone "\r" in the contents become "\n".
+func Secret(spec SecretSpec) (*corev1.Secret, error) {
+	var errs field.ErrorList
+	errs = append(errs, validateName(field.NewPath("name"), spec.Name)...)
+	for _, f := range []struct {
+		name string
+		v    []byte
+	}{{"key", spec.Key}, {"cert", spec.Cert}} {
+		if len(f.v) == 0 {
+			errs = append(errs, field.Required(field.NewPath(f.name), "PEM contents"))
+		}
+	}
+	errs = append(errs, validateLabels(field.NewPath("labels"), spec.Labels)...)
+	errs = append(errs, validateAnnotations(field.NewPath("annotations"), spec.Annotations)...)
+	if len(errs) > 0 {
+		return nil, &ValidationError{Kind: "Secret", Name: spec.Name, Errs: errs}
+	}
+	trust := strings.TrimRight(universalNewlines(spec.CA), "\n") + "\n" + universalNewlines(spec.HubCA)
+	return &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            spec.Name,
+			Labels:          cloneMap(spec.Labels),
+			Annotations:     cloneMap(spec.Annotations),
+			OwnerReferences: cloneOwners(spec.OwnerReferences),
+		},
+		Data: map[string][]byte{
+			SSLKeyKey:  []byte(universalNewlines(spec.Key)),
+			SSLCertKey: []byte(universalNewlines(spec.Cert)),
+			SSLCAKey:   []byte(trust),
+		},
+	}, nil
+}
+
+func universalNewlines(b []byte) string {
+	s := strings.ReplaceAll(string(b), "\r\n", "\n")
+	return strings.ReplaceAll(s, "\r", "\n")
+}
+
+// ServiceSpec describes the service in front of a user server's pod
+// (KubeSpawner's make_service).
+type ServiceSpec struct {
+	Name            string
+	Port            int32             // the notebook port, 1-65535
+	Selector        map[string]string // the pod's labels to select it by
+	OwnerReferences []metav1.OwnerReference
+	Labels          map[string]string
+	Annotations     map[string]string
+}
+
+// Service builds a ClusterIP service with one port named "http".
+func Service(spec ServiceSpec) (*corev1.Service, error) {
+	var errs field.ErrorList
+	// Service names are DNS-1035 labels: they become DNS names.
+	for _, msg := range validation.IsDNS1035Label(spec.Name) {
+		errs = append(errs, field.Invalid(field.NewPath("name"), spec.Name, msg))
+	}
+	if spec.Port < 1 || spec.Port > 65535 {
+		errs = append(errs, field.Invalid(field.NewPath("port"), spec.Port, "must be between 1 and 65535"))
+	}
+	if len(spec.Selector) == 0 {
+		errs = append(errs, field.Required(field.NewPath("selector"), "a service without a selector would select nothing"))
+	}
+	errs = append(errs, validateLabels(field.NewPath("selector"), spec.Selector)...)
+	errs = append(errs, validateLabels(field.NewPath("labels"), spec.Labels)...)
+	errs = append(errs, validateAnnotations(field.NewPath("annotations"), spec.Annotations)...)
+	if len(errs) > 0 {
+		return nil, &ValidationError{Kind: "Service", Name: spec.Name, Errs: errs}
+	}
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            spec.Name,
+			Labels:          cloneMap(spec.Labels),
+			Annotations:     cloneMap(spec.Annotations),
+			OwnerReferences: cloneOwners(spec.OwnerReferences),
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Ports:    []corev1.ServicePort{{Name: "http", Port: spec.Port, TargetPort: intstr.FromInt32(spec.Port)}},
+			Selector: cloneMap(spec.Selector),
+		},
+	}, nil
+}
+
+// NamespaceSpec describes a user namespace (KubeSpawner's make_namespace).
+type NamespaceSpec struct {
+	Name        string
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+// Namespace builds a user namespace.
+func Namespace(spec NamespaceSpec) (*corev1.Namespace, error) {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(spec.Name) {
+		errs = append(errs, field.Invalid(field.NewPath("name"), spec.Name, msg))
+	}
+	errs = append(errs, validateLabels(field.NewPath("labels"), spec.Labels)...)
+	errs = append(errs, validateAnnotations(field.NewPath("annotations"), spec.Annotations)...)
+	if len(errs) > 0 {
+		return nil, &ValidationError{Kind: "Namespace", Name: spec.Name, Errs: errs}
+	}
+	return &corev1.Namespace{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        spec.Name,
+			Labels:      cloneMap(spec.Labels),
+			Annotations: cloneMap(spec.Annotations),
+		},
+	}, nil
+}
+
+// OwnerReference makes a pod the owner of another object (its secret or
+// service), so the garbage collector deletes that object with the pod.
+// blockOwnerDeletion is true and controller false, as in KubeSpawner.
+func OwnerReference(podName string, podUID types.UID) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion:         "v1",
+		Kind:               "Pod",
+		Name:               podName,
+		UID:                podUID,
+		BlockOwnerDeletion: ptr.To(true),
+		Controller:         ptr.To(false),
+	}
+}
+
+func cloneOwners(in []metav1.OwnerReference) []metav1.OwnerReference {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]metav1.OwnerReference, len(in))
+	for i := range in {
+		out[i] = *in[i].DeepCopy()
+	}
+	return out
+}

@@ -1,0 +1,408 @@
+package manifest
+
+import (
+	"cmp"
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+)
+
+// Names KubeSpawner gives the parts of a user server's pod.
+const (
+	ContainerName = "notebook"
+	PortName      = "notebook-port"
+	// SSLVolumeName is the volume holding the internal-SSL secret.
+	SSLVolumeName = "jupyterhub-internal-certs"
+)
+
+// PrivilegeEscalation is the notebook container's allowPrivilegeEscalation.
+type PrivilegeEscalation int
+
+const (
+	// EscalationDenied sets allowPrivilegeEscalation: false, KubeSpawner's
+	// default.
+	EscalationDenied PrivilegeEscalation = iota
+	// EscalationAllowed sets allowPrivilegeEscalation: true.
+	EscalationAllowed
+	// EscalationUnset leaves the field out (KubeSpawner's None), so the
+	// container runtime's default applies.
+	EscalationUnset
+)
+
+// PodSpec describes a user server's pod. It has a field for every argument
+// of KubeSpawner 7.1's make_pod; the field comments give the argument
+// name. The zero value of every optional field means "not set".
+type PodSpec struct {
+	Name  string // name: the pod name
+	Image string // image
+	// Cmd (cmd) becomes the notebook container's args; nil keeps the
+	// image's default command.
+	Cmd  []string
+	Port int32 // port: the notebook's container port, 1-65535
+
+	ImagePullPolicy  corev1.PullPolicy // image_pull_policy
+	ImagePullSecrets []string          // image_pull_secrets: secret names
+	NodeSelector     map[string]string // node_selector
+
+	UID              *int64  // uid: runAsUser of the container (0 is kept)
+	GID              *int64  // gid: runAsGroup of the container
+	FSGID            *int64  // fs_gid: fsGroup of the pod
+	SupplementalGIDs []int64 // supplemental_gids; empty is omitted
+	Privileged       bool    // privileged
+	// AllowPrivilegeEscalation (allow_privilege_escalation) defaults to
+	// false.
+	AllowPrivilegeEscalation PrivilegeEscalation
+	// ContainerSecurityContext (container_security_context) and
+	// PodSecurityContext (pod_security_context) are applied over the
+	// fields derived from UID, GID, FSGID, SupplementalGIDs, Privileged and
+	// AllowPrivilegeEscalation: each field they set wins, the other
+	// derived fields stay (Python's dict.update).
+	ContainerSecurityContext *corev1.SecurityContext
+	PodSecurityContext       *corev1.PodSecurityContext
+
+	// Env (env) is ordered: a later variable with the same name replaces
+	// an earlier one. The pod gets them sorted so that $(VAR) references
+	// resolve; see the package documentation.
+	Env          []corev1.EnvVar
+	WorkingDir   string               // working_dir
+	Volumes      []corev1.Volume      // volumes
+	VolumeMounts []corev1.VolumeMount // volume_mounts
+	Labels       map[string]string    // labels
+	Annotations  map[string]string    // annotations
+
+	// Resources; a zero quantity is left out, as KubeSpawner drops falsy
+	// values.
+	CPULimit                resource.Quantity   // cpu_limit
+	CPUGuarantee            resource.Quantity   // cpu_guarantee
+	MemLimit                resource.Quantity   // mem_limit
+	MemGuarantee            resource.Quantity   // mem_guarantee
+	ExtraResourceLimits     corev1.ResourceList // extra_resource_limits
+	ExtraResourceGuarantees corev1.ResourceList // extra_resource_guarantees
+
+	LifecycleHooks *corev1.Lifecycle  // lifecycle_hooks
+	InitContainers []corev1.Container // init_containers
+
+	ServiceAccount string // service_account: serviceAccountName
+	// AutomountServiceAccountToken (automount_service_account_token): nil
+	// means false unless ServiceAccount is set, so that a user's pod never
+	// gets API credentials by accident.
+	AutomountServiceAccountToken *bool
+
+	// ExtraContainerConfig (extra_container_config) and ExtraPodConfig
+	// (extra_pod_config) replace whole top-level fields of the notebook
+	// container and the pod spec, after everything else.
+	ExtraContainerConfig Overrides
+	ExtraPodConfig       Overrides
+	ExtraContainers      []corev1.Container // extra_containers
+
+	SchedulerName     string              // scheduler_name
+	Tolerations       []corev1.Toleration // tolerations
+	PriorityClassName string              // priority_class_name
+
+	NodeAffinityPreferred    []corev1.PreferredSchedulingTerm // node_affinity_preferred
+	NodeAffinityRequired     []corev1.NodeSelectorTerm        // node_affinity_required
+	PodAffinityPreferred     []corev1.WeightedPodAffinityTerm // pod_affinity_preferred
+	PodAffinityRequired      []corev1.PodAffinityTerm         // pod_affinity_required
+	PodAntiAffinityPreferred []corev1.WeightedPodAffinityTerm // pod_anti_affinity_preferred
+	PodAntiAffinityRequired  []corev1.PodAffinityTerm         // pod_anti_affinity_required
+
+	// SSLSecretName (ssl_secret_name) and SSLSecretMountPath
+	// (ssl_secret_mount_path) mount the internal-SSL secret and point
+	// JUPYTERHUB_SSL_KEYFILE, _CERTFILE and _CLIENT_CA at it. Both or
+	// neither.
+	SSLSecretName      string
+	SSLSecretMountPath string
+
+	// RestrictedSecurity opts in to the Pod Security "restricted" profile:
+	// it fills runAsNonRoot, a RuntimeDefault seccomp profile, dropping
+	// all capabilities and no privilege escalation wherever the spec left
+	// them unset. It never overrides a value the spec sets, so a spec that
+	// asks for root or privileges still gets them (and fails the profile).
+	RestrictedSecurity bool
+}
+
+// Pod builds the pod of a user server. It is pure; an invalid spec is a
+// *ValidationError listing every problem, returned before anything reaches
+// the API server.
+func Pod(spec PodSpec) (*corev1.Pod, error) {
+	if errs := validatePod(&spec); len(errs) > 0 {
+		return nil, &ValidationError{Kind: "Pod", Name: spec.Name, Errs: errs}
+	}
+
+	pod := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        spec.Name,
+			Labels:      cloneMap(spec.Labels),
+			Annotations: cloneMap(spec.Annotations),
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyOnFailure,
+			NodeSelector:  cloneMap(spec.NodeSelector),
+		},
+	}
+	for _, name := range spec.ImagePullSecrets {
+		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: name})
+	}
+
+	volumes := slices.Clone(spec.Volumes)
+	mounts := slices.Clone(spec.VolumeMounts)
+	env := slices.Clone(spec.Env)
+	if spec.SSLSecretName != "" {
+		volumes = append(volumes, corev1.Volume{
+			Name: SSLVolumeName,
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: spec.SSLSecretName, DefaultMode: ptr.To[int32](0o777),
+			}},
+		})
+		// KubeSpawner concatenates without a separator ("/certs" +
+		// "ssl.key" = "/certsssl.key"); joining is what it means.
+		env = append(env,
+			corev1.EnvVar{Name: "JUPYTERHUB_SSL_KEYFILE", Value: path.Join(spec.SSLSecretMountPath, "ssl.key")},
+			corev1.EnvVar{Name: "JUPYTERHUB_SSL_CERTFILE", Value: path.Join(spec.SSLSecretMountPath, "ssl.crt")},
+			corev1.EnvVar{Name: "JUPYTERHUB_SSL_CLIENT_CA", Value: path.Join(spec.SSLSecretMountPath, "notebooks-ca_trust.crt")},
+		)
+		mounts = append(mounts, corev1.VolumeMount{Name: SSLVolumeName, MountPath: spec.SSLSecretMountPath})
+	}
+
+	psc := &corev1.PodSecurityContext{FSGroup: cloneInt64(spec.FSGID)}
+	if len(spec.SupplementalGIDs) > 0 {
+		psc.SupplementalGroups = slices.Clone(spec.SupplementalGIDs)
+	}
+	psc, err := mergeJSON(psc, spec.PodSecurityContext.DeepCopy())
+	if err != nil {
+		return nil, fmt.Errorf("manifest: pod %q: merging pod_security_context: %w", spec.Name, err)
+	}
+	csc := &corev1.SecurityContext{RunAsUser: cloneInt64(spec.UID), RunAsGroup: cloneInt64(spec.GID)}
+	if spec.Privileged {
+		csc.Privileged = ptr.To(true)
+	}
+	switch spec.AllowPrivilegeEscalation {
+	case EscalationDenied:
+		csc.AllowPrivilegeEscalation = ptr.To(false)
+	case EscalationAllowed:
+		csc.AllowPrivilegeEscalation = ptr.To(true)
+	}
+	csc, err = mergeJSON(csc, spec.ContainerSecurityContext.DeepCopy())
+	if err != nil {
+		return nil, fmt.Errorf("manifest: pod %q: merging container_security_context: %w", spec.Name, err)
+	}
+	if spec.RestrictedSecurity {
+		psc, csc = restrict(psc, csc)
+	}
+	if !apiequality.Semantic.DeepEqual(*psc, corev1.PodSecurityContext{}) {
+		pod.Spec.SecurityContext = psc
+	}
+
+	container := corev1.Container{
+		Name:            ContainerName,
+		Image:           spec.Image,
+		Args:            slices.Clone(spec.Cmd),
+		WorkingDir:      spec.WorkingDir,
+		Ports:           []corev1.ContainerPort{{Name: PortName, ContainerPort: spec.Port}},
+		Env:             sortEnv(env),
+		ImagePullPolicy: spec.ImagePullPolicy,
+		Lifecycle:       spec.LifecycleHooks.DeepCopy(),
+		VolumeMounts:    mounts,
+		Resources: corev1.ResourceRequirements{
+			Requests: resourceList(spec.CPUGuarantee, spec.MemGuarantee, spec.ExtraResourceGuarantees),
+			Limits:   resourceList(spec.CPULimit, spec.MemLimit, spec.ExtraResourceLimits),
+		},
+	}
+	if !isEmptySecurityContext(csc) {
+		container.SecurityContext = csc
+	}
+
+	if spec.ServiceAccount != "" {
+		pod.Spec.ServiceAccountName = spec.ServiceAccount
+	}
+	switch {
+	case spec.AutomountServiceAccountToken != nil:
+		pod.Spec.AutomountServiceAccountToken = ptr.To(*spec.AutomountServiceAccountToken)
+	case spec.ServiceAccount == "":
+		pod.Spec.AutomountServiceAccountToken = ptr.To(false)
+	}
+
+	if err := applyOverrides(&container, spec.ExtraContainerConfig, "extra_container_config"); err != nil {
+		return nil, &ValidationError{Kind: "Pod", Name: spec.Name, Errs: field.ErrorList{field.Invalid(field.NewPath("extra_container_config"), "", err.Error())}}
+	}
+	pod.Spec.Containers = append([]corev1.Container{container}, deepCopyContainers(spec.ExtraContainers)...)
+	pod.Spec.InitContainers = deepCopyContainers(spec.InitContainers)
+	for i := range spec.Tolerations {
+		pod.Spec.Tolerations = append(pod.Spec.Tolerations, *spec.Tolerations[i].DeepCopy())
+	}
+	for i := range volumes {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, *volumes[i].DeepCopy())
+	}
+	if spec.RestrictedSecurity {
+		for _, cs := range [][]corev1.Container{pod.Spec.Containers[1:], pod.Spec.InitContainers} {
+			for i := range cs {
+				_, cs[i].SecurityContext = restrict(nil, cs[i].SecurityContext)
+			}
+		}
+	}
+	pod.Spec.SchedulerName = spec.SchedulerName
+	pod.Spec.Affinity = affinity(&spec)
+	pod.Spec.PriorityClassName = spec.PriorityClassName
+
+	if err := applyOverrides(&pod.Spec, spec.ExtraPodConfig, "extra_pod_config"); err != nil {
+		return nil, &ValidationError{Kind: "Pod", Name: spec.Name, Errs: field.ErrorList{field.Invalid(field.NewPath("extra_pod_config"), "", err.Error())}}
+	}
+	return pod, nil
+}
+
+func isEmptySecurityContext(c *corev1.SecurityContext) bool {
+	return c == nil || apiequality.Semantic.DeepEqual(*c, corev1.SecurityContext{})
+}
+
+// envRef matches a $(VAR) reference; $$(VAR) still contains one, as in
+// KubeSpawner.
+var envRef = regexp.MustCompile(`\$\(([^)]+)\)`)
+
+// sortEnv orders variables so that references resolve, as KubeSpawner
+// does: in rounds, each round emitting (sorted by name) every variable
+// whose references are all emitted already; variables in a cycle or
+// referring to unknown names come last, sorted by name. References to
+// itself are ignored. A later variable with the same name replaces an
+// earlier one.
+func sortEnv(env []corev1.EnvVar) []corev1.EnvVar {
+	type entry struct {
+		v    corev1.EnvVar
+		deps []string
+	}
+	byName := map[string]*entry{}
+	for _, v := range env {
+		e := &entry{v: *v.DeepCopy()}
+		for _, m := range envRef.FindAllStringSubmatch(v.Value, -1) {
+			if m[1] != v.Name && !slices.Contains(e.deps, m[1]) {
+				e.deps = append(e.deps, m[1])
+			}
+		}
+		byName[v.Name] = e
+	}
+	pending := make([]*entry, 0, len(byName))
+	for _, e := range byName {
+		pending = append(pending, e)
+	}
+	slices.SortFunc(pending, func(a, b *entry) int { return cmp.Compare(a.v.Name, b.v.Name) })
+
+	out := make([]corev1.EnvVar, 0, len(pending))
+	emitted := map[string]bool{}
+	for len(pending) > 0 {
+		var next, rest []*entry
+		for _, e := range pending {
+			if allEmitted(e.deps, emitted) {
+				next = append(next, e)
+			} else {
+				rest = append(rest, e)
+			}
+		}
+		if len(next) == 0 {
+			next, rest = rest, nil
+		}
+		for _, e := range next {
+			out = append(out, e.v)
+			emitted[e.v.Name] = true
+		}
+		pending = rest
+	}
+	return out
+}
+
+func allEmitted(deps []string, emitted map[string]bool) bool {
+	for _, d := range deps {
+		if !emitted[d] {
+			return false
+		}
+	}
+	return true
+}
+
+func resourceList(cpu, mem resource.Quantity, extra corev1.ResourceList) corev1.ResourceList {
+	list := corev1.ResourceList{}
+	if !cpu.IsZero() {
+		list[corev1.ResourceCPU] = cpu.DeepCopy()
+	}
+	if !mem.IsZero() {
+		list[corev1.ResourceMemory] = mem.DeepCopy()
+	}
+	for k, v := range extra {
+		list[k] = v.DeepCopy()
+	}
+	if len(list) == 0 {
+		return nil
+	}
+	return list
+}
+
+func affinity(spec *PodSpec) *corev1.Affinity {
+	var a corev1.Affinity
+	if len(spec.NodeAffinityPreferred) > 0 || len(spec.NodeAffinityRequired) > 0 {
+		a.NodeAffinity = &corev1.NodeAffinity{}
+		if len(spec.NodeAffinityRequired) > 0 {
+			a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: deepCopyAll(spec.NodeAffinityRequired)}
+		}
+		a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = deepCopyAll(spec.NodeAffinityPreferred)
+	}
+	if len(spec.PodAffinityPreferred) > 0 || len(spec.PodAffinityRequired) > 0 {
+		a.PodAffinity = &corev1.PodAffinity{
+			PreferredDuringSchedulingIgnoredDuringExecution: deepCopyAll(spec.PodAffinityPreferred),
+			RequiredDuringSchedulingIgnoredDuringExecution:  deepCopyAll(spec.PodAffinityRequired),
+		}
+	}
+	if len(spec.PodAntiAffinityPreferred) > 0 || len(spec.PodAntiAffinityRequired) > 0 {
+		a.PodAntiAffinity = &corev1.PodAntiAffinity{
+			PreferredDuringSchedulingIgnoredDuringExecution: deepCopyAll(spec.PodAntiAffinityPreferred),
+			RequiredDuringSchedulingIgnoredDuringExecution:  deepCopyAll(spec.PodAntiAffinityRequired),
+		}
+	}
+	if a == (corev1.Affinity{}) {
+		return nil
+	}
+	return &a
+}
+
+// deepCopier is any generated Kubernetes API type.
+type deepCopier[T any] interface{ DeepCopy() *T }
+
+func deepCopyAll[T any, P interface {
+	*T
+	deepCopier[T]
+}](in []T) []T {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]T, len(in))
+	for i := range in {
+		out[i] = *P(&in[i]).DeepCopy()
+	}
+	return out
+}
+
+func deepCopyContainers(in []corev1.Container) []corev1.Container { return deepCopyAll(in) }
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func cloneInt64(p *int64) *int64 {
+	if p == nil {
+		return nil
+	}
+	return ptr.To(*p)
+}

@@ -1,0 +1,187 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+)
+
+// ValidationError reports a spec that would give an object the API server
+// rejects (or one that cannot be what was meant), with every problem found.
+type ValidationError struct {
+	Kind string // "Pod", "PersistentVolumeClaim", ...
+	Name string
+	Errs field.ErrorList
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("manifest: invalid %s %q: %v", e.Kind, e.Name, e.Errs.ToAggregate())
+}
+
+// IsInvalid reports whether err is or wraps a *ValidationError.
+func IsInvalid(err error) bool {
+	var v *ValidationError
+	return errors.As(err, &v)
+}
+
+func validatePod(s *PodSpec) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateName(field.NewPath("name"), s.Name)...)
+	if s.Image == "" {
+		errs = append(errs, field.Required(field.NewPath("image"), "the notebook image"))
+	}
+	if s.Port < 1 || s.Port > 65535 {
+		errs = append(errs, field.Invalid(field.NewPath("port"), s.Port, "must be between 1 and 65535"))
+	}
+	switch s.ImagePullPolicy {
+	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("image_pull_policy"), s.ImagePullPolicy,
+			[]corev1.PullPolicy{corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever}))
+	}
+	for i, name := range s.ImagePullSecrets {
+		if name == "" {
+			errs = append(errs, field.Required(field.NewPath("image_pull_secrets").Index(i), "a secret name"))
+		}
+	}
+	for _, id := range []struct {
+		name string
+		v    *int64
+	}{{"uid", s.UID}, {"gid", s.GID}, {"fs_gid", s.FSGID}} {
+		if id.v != nil && *id.v < 0 {
+			errs = append(errs, field.Invalid(field.NewPath(id.name), *id.v, "must not be negative"))
+		}
+	}
+	for i, g := range s.SupplementalGIDs {
+		if g < 0 {
+			errs = append(errs, field.Invalid(field.NewPath("supplemental_gids").Index(i), g, "must not be negative"))
+		}
+	}
+	if s.AllowPrivilegeEscalation < EscalationDenied || s.AllowPrivilegeEscalation > EscalationUnset {
+		errs = append(errs, field.Invalid(field.NewPath("allow_privilege_escalation"), int(s.AllowPrivilegeEscalation), "unknown setting"))
+	}
+	errs = append(errs, validateLabels(field.NewPath("labels"), s.Labels)...)
+	errs = append(errs, validateAnnotations(field.NewPath("annotations"), s.Annotations)...)
+	for _, q := range []struct {
+		name string
+		v    resource.Quantity
+	}{{"cpu_limit", s.CPULimit}, {"cpu_guarantee", s.CPUGuarantee}, {"mem_limit", s.MemLimit}, {"mem_guarantee", s.MemGuarantee}} {
+		if q.v.Sign() < 0 {
+			errs = append(errs, field.Invalid(field.NewPath(q.name), q.v.String(), "must not be negative"))
+		}
+	}
+	for _, rl := range []struct {
+		name string
+		v    corev1.ResourceList
+	}{{"extra_resource_limits", s.ExtraResourceLimits}, {"extra_resource_guarantees", s.ExtraResourceGuarantees}} {
+		for k, v := range rl.v {
+			if v.Sign() < 0 {
+				errs = append(errs, field.Invalid(field.NewPath(rl.name).Key(string(k)), v.String(), "must not be negative"))
+			}
+		}
+	}
+	for i, t := range s.Tolerations {
+		errs = append(errs, validateToleration(field.NewPath("tolerations").Index(i), t)...)
+	}
+	if (s.SSLSecretName == "") != (s.SSLSecretMountPath == "") {
+		errs = append(errs, field.Invalid(field.NewPath("ssl_secret_mount_path"), s.SSLSecretMountPath,
+			"ssl_secret_name and ssl_secret_mount_path go together: set both or neither"))
+	}
+	for i, e := range s.Env {
+		if e.Name == "" {
+			errs = append(errs, field.Required(field.NewPath("env").Index(i).Child("name"), ""))
+		}
+	}
+	return errs
+}
+
+func validateName(p *field.Path, name string) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(name) {
+		errs = append(errs, field.Invalid(p, name, msg))
+	}
+	return errs
+}
+
+func validateLabels(p *field.Path, labels map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	for k, v := range labels {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(p, k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(v) {
+			errs = append(errs, field.Invalid(p.Key(k), v, msg))
+		}
+	}
+	return errs
+}
+
+func validateAnnotations(p *field.Path, annotations map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	for k := range annotations {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(p, k, msg))
+		}
+	}
+	return errs
+}
+
+func validateToleration(p *field.Path, t corev1.Toleration) field.ErrorList {
+	var errs field.ErrorList
+	switch t.Operator {
+	case "", corev1.TolerationOpEqual:
+	case corev1.TolerationOpExists:
+		if t.Value != "" {
+			errs = append(errs, field.Invalid(p.Child("value"), t.Value, "must be empty when operator is Exists"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(p.Child("operator"), t.Operator,
+			[]corev1.TolerationOperator{corev1.TolerationOpEqual, corev1.TolerationOpExists}))
+	}
+	switch t.Effect {
+	case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("effect"), t.Effect,
+			[]corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute}))
+	}
+	if t.Key != "" {
+		for _, msg := range validation.IsQualifiedName(t.Key) {
+			errs = append(errs, field.Invalid(p.Child("key"), t.Key, msg))
+		}
+	}
+	if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
+		errs = append(errs, field.Invalid(p.Child("tolerationSeconds"), *t.TolerationSeconds, "needs effect NoExecute"))
+	}
+	return errs
+}
+
+// restrict fills what the Pod Security "restricted" profile needs wherever
+// the spec left it unset.
+func restrict(psc *corev1.PodSecurityContext, csc *corev1.SecurityContext) (*corev1.PodSecurityContext, *corev1.SecurityContext) {
+	if psc == nil {
+		psc = &corev1.PodSecurityContext{}
+	}
+	if csc == nil {
+		csc = &corev1.SecurityContext{}
+	}
+	if psc.RunAsNonRoot == nil && csc.RunAsNonRoot == nil {
+		psc.RunAsNonRoot = ptr.To(true)
+	}
+	if psc.SeccompProfile == nil && csc.SeccompProfile == nil {
+		psc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	}
+	if csc.AllowPrivilegeEscalation == nil {
+		csc.AllowPrivilegeEscalation = ptr.To(false)
+	}
+	if csc.Capabilities == nil {
+		csc.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
+	} else if len(csc.Capabilities.Drop) == 0 {
+		csc.Capabilities.Drop = []corev1.Capability{"ALL"}
+	}
+	return psc, csc
+}
