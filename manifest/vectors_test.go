@@ -55,7 +55,7 @@ var deviations = map[string]deviation{
 		},
 	},
 	"pod_extra_container_config_camel_and_snake_replaces": {
-		reason: "KubeSpawner passes the nested key security_context.run_as_user on verbatim, and the API server silently drops it, so the pod runs with the image's user instead of uid 5; spawnkit rejects the unknown nested key, naming it",
+		reason:  "KubeSpawner passes the nested key security_context.run_as_user on verbatim, and the API server silently drops it, so the pod runs with the image's user instead of uid 5; spawnkit rejects the unknown nested key, naming it",
 		wantErr: "run_as_user",
 	},
 	"service_basic": {
