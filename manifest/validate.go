@@ -92,10 +92,39 @@ func validatePod(s *PodSpec) field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("ssl_secret_mount_path"), s.SSLSecretMountPath,
 			"ssl_secret_name and ssl_secret_mount_path go together: set both or neither"))
 	}
+	errs = append(errs, validateMounts(s)...)
 	for i, e := range s.Env {
 		if e.Name == "" {
 			errs = append(errs, field.Required(field.NewPath("env").Index(i).Child("name"), ""))
 		}
+	}
+	return errs
+}
+
+// validateMounts checks that every volume mount of every container names
+// a volume of the pod, which the API server would otherwise reject.
+func validateMounts(s *PodSpec) field.ErrorList {
+	volumes := map[string]bool{}
+	for _, v := range s.Volumes {
+		volumes[v.Name] = true
+	}
+	if s.SSLSecretName != "" {
+		volumes[SSLVolumeName] = true
+	}
+	var errs field.ErrorList
+	check := func(p *field.Path, mounts []corev1.VolumeMount) {
+		for i, m := range mounts {
+			if !volumes[m.Name] {
+				errs = append(errs, field.NotFound(p.Index(i).Child("name"), m.Name))
+			}
+		}
+	}
+	check(field.NewPath("volume_mounts"), s.VolumeMounts)
+	for i, c := range s.InitContainers {
+		check(field.NewPath("init_containers").Index(i).Child("volumeMounts"), c.VolumeMounts)
+	}
+	for i, c := range s.ExtraContainers {
+		check(field.NewPath("extra_containers").Index(i).Child("volumeMounts"), c.VolumeMounts)
 	}
 	return errs
 }

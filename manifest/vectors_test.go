@@ -45,6 +45,9 @@ type deviation struct {
 	// wantErr, when set, means spawnkit rejects the input with an error
 	// containing it, where KubeSpawner built an object.
 	wantErr string
+	// fixKwargs, with wantErr, mends the input; the mended input must
+	// then build fix(expected), so the rest of the case is still checked.
+	fixKwargs func(kwargs string) string
 }
 
 var deviations = map[string]deviation{
@@ -57,6 +60,16 @@ var deviations = map[string]deviation{
 	"pod_extra_container_config_camel_and_snake_replaces": {
 		reason:  "KubeSpawner passes the nested key security_context.run_as_user on verbatim, and the API server silently drops it, so the pod runs with the image's user instead of uid 5; spawnkit rejects the unknown nested key, naming it",
 		wantErr: "run_as_user",
+	},
+	"pod_lifecycle_and_init_containers": {
+		reason:  "the init container mounts volume \"home\", which the pod does not have; the API server rejects such a pod at create time, spawnkit at build time, naming the mount",
+		wantErr: `init_containers[0].volumeMounts[0].name: Not found: "home"`,
+		fixKwargs: func(s string) string {
+			return `{"volumes": [{"name": "home", "emptyDir": {}}], ` + strings.TrimPrefix(s, "{")
+		},
+		fix: func(s string) string {
+			return strings.Replace(s, `"volumes": []`, `"volumes": [{"name": "home", "emptyDir": {}}]`, 1)
+		},
 	},
 	"service_basic": {
 		reason: "KubeSpawner leaves apiVersion out of the Service (the client fills it in when sending); spawnkit builds complete objects",
@@ -104,6 +117,15 @@ func TestVectors(t *testing.T) {
 				deviated++
 				if err == nil || !strings.Contains(err.Error(), dev.wantErr) {
 					t.Fatalf("deviation (%s): want an error naming %q, got %v", dev.reason, dev.wantErr, err)
+				}
+				if dev.fixKwargs != nil {
+					mended := c
+					mended.Kwargs = json.RawMessage(dev.fixKwargs(string(c.Kwargs)))
+					got, err := buildVector(mended)
+					if err != nil {
+						t.Fatalf("mended input: %v", err)
+					}
+					compareVector(t, c.Function, got, []byte(dev.fix(string(c.Expected))))
 				}
 			case err != nil:
 				t.Fatalf("build: %v", err)
