@@ -202,6 +202,19 @@ func (c *Cluster) startControlPlane(binDir string) error {
 	env.ControlPlane.Etcd = &envtest.Etcd{Out: logs[0], Err: logs[0]}
 	api := env.ControlPlane.GetAPIServer()
 	api.Out, api.Err = logs[1], logs[1]
+	// A fixed certificate directory (envtest otherwise makes a new one,
+	// with a new serving CA, at every start) lets RestartAPIServer bring
+	// the server back on the same port with the same certificates, so
+	// clients built from Config keep working.
+	api.CertDir = filepath.Join(c.LogDir, "apiserver-certs")
+	// kube-apiserver's graceful shutdown waits up to the request timeout
+	// (60 s by default) for open connections, which informers' watches
+	// keep open: bound it so StopAPIServer and Stop are quick. Watches are
+	// governed by --min-request-timeout and are not cut short by this.
+	api.Configure().Set("request-timeout", "10s")
+	if err := os.MkdirAll(api.CertDir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", api.CertDir, err)
+	}
 	c.env = env
 	if _, err := env.Start(); err != nil {
 		return fmt.Errorf("starting etcd and kube-apiserver: %w", err)
@@ -424,6 +437,25 @@ func (c *Cluster) Stop() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// StopAPIServer stops kube-apiserver, leaving etcd and the other
+// components running, to test how clients ride out an API outage.
+// StartAPIServer brings it back. Not safe to call concurrently.
+func (c *Cluster) StopAPIServer() error {
+	if err := c.env.ControlPlane.GetAPIServer().Stop(); err != nil {
+		return fmt.Errorf("stopping kube-apiserver: %w", err)
+	}
+	return nil
+}
+
+// StartAPIServer starts kube-apiserver again after StopAPIServer, on the
+// same address with the same certificates, and returns once it serves.
+func (c *Cluster) StartAPIServer() error {
+	if err := c.env.ControlPlane.GetAPIServer().Start(); err != nil {
+		return fmt.Errorf("restarting kube-apiserver: %w", err)
+	}
+	return nil
 }
 
 // KeepLogs makes Stop keep the log directory; Main calls it when a test

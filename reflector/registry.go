@@ -1,0 +1,285 @@
+package reflector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+)
+
+// Resource is what an informer caches.
+type Resource string
+
+const (
+	ResourcePods   Resource = "pods"
+	ResourceEvents Resource = "events"
+)
+
+// Key identifies one shared informer. Two requests with equal keys share
+// one informer.
+type Key struct {
+	Resource Resource
+	// Namespace is the namespace watched; "" (metav1.NamespaceAll) watches
+	// all namespaces.
+	Namespace     string
+	LabelSelector string
+	FieldSelector string
+}
+
+func (k Key) String() string {
+	ns := k.Namespace
+	if ns == "" {
+		ns = "*"
+	}
+	return fmt.Sprintf("%s/%s[%s|%s]", k.Resource, ns, k.LabelSelector, k.FieldSelector)
+}
+
+// DefaultComponentLabel selects user server pods, as KubeSpawner does.
+const DefaultComponentLabel = "component=singleuser-server"
+
+// Options configure a Registry. Client or Config is required.
+type Options struct {
+	// Client talks to the API server. Default: built from Config.
+	Client kubernetes.Interface
+	// Config builds Client when Client is nil. client-go's default rate
+	// limit (QPS 5, burst 10) would throttle a hub to about five pod
+	// creations a second; a Config with QPS 0 and Burst 0 gets QPS 50 and
+	// burst 100 here. Set them explicitly to choose.
+	Config *rest.Config
+	// PodLabelSelector selects the pods Pods caches. Default:
+	// DefaultComponentLabel. Pods without it are never cached.
+	PodLabelSelector string
+	// MaxEventsPerPod bounds the events kept per pod; the oldest are
+	// dropped first. Default: 100. Negative means no bound.
+	MaxEventsPerPod int
+	// Registerer, when set, receives the registry's metrics.
+	Registerer prometheus.Registerer
+	// Clock stamps health times. Default: the real clock.
+	Clock clock.PassiveClock
+}
+
+// Registry hands out shared informers, one per Key, reference-counted: the
+// first holder starts an informer, later holders share it, and the last
+// Release stops it. A Registry is safe for concurrent use.
+type Registry struct {
+	client   kubernetes.Interface
+	podSel   string
+	maxEvent int
+	clock    clock.PassiveClock
+
+	mu sync.Mutex // guards entries and subs
+	// entries are the running informers.
+	entries map[Key]*entry
+	// subs are the open subscriptions by pod namespace/name.
+	subs map[string]map[*Subscription]struct{}
+}
+
+// entry is one running informer and its holders.
+type entry struct {
+	key      Key
+	informer cache.SharedIndexInformer
+	health   *health
+	refs     int // guarded by Registry.mu
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when the informer has stopped
+}
+
+// New creates a Registry. It starts nothing until an informer is asked for.
+func New(opts Options) (*Registry, error) {
+	client := opts.Client
+	if client == nil {
+		if opts.Config == nil {
+			return nil, errors.New("reflector: Options needs a Client or a Config")
+		}
+		cfg := rest.CopyConfig(opts.Config)
+		if cfg.QPS == 0 && cfg.Burst == 0 {
+			cfg.QPS, cfg.Burst = 50, 100
+		}
+		var err error
+		if client, err = kubernetes.NewForConfig(cfg); err != nil {
+			return nil, fmt.Errorf("reflector: building a client: %w", err)
+		}
+	}
+	r := &Registry{
+		client:   client,
+		podSel:   opts.PodLabelSelector,
+		maxEvent: opts.MaxEventsPerPod,
+		clock:    opts.Clock,
+		entries:  map[Key]*entry{},
+		subs:     map[string]map[*Subscription]struct{}{},
+	}
+	if r.podSel == "" {
+		r.podSel = DefaultComponentLabel
+	}
+	if r.maxEvent == 0 {
+		r.maxEvent = 100
+	}
+	if r.clock == nil {
+		r.clock = clock.RealClock{}
+	}
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(&collector{r: r}); err != nil {
+			return nil, fmt.Errorf("reflector: registering metrics: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// acquire returns the running informer for key, starting it if needed.
+// The informer outlives ctx: ctx only provides the logger.
+func (r *Registry) acquire(ctx context.Context, key Key) (*entry, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.entries[key]; ok {
+		e.refs++
+		return e, nil
+	}
+	e := &entry{key: key, refs: 1, done: make(chan struct{}), health: newHealth(r.clock)}
+	e.informer = r.newInformer(key, e.health)
+	// One handler per informer, however many holders: it wakes
+	// subscribers and bounds the event index. Handlers must be fast;
+	// notify never blocks.
+	var handler cache.ResourceEventHandlerFuncs
+	switch key.Resource {
+	case ResourcePods:
+		handler = cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { r.podChanged(obj, false) },
+			UpdateFunc: func(_, obj any) { r.podChanged(obj, false) },
+			DeleteFunc: func(obj any) { r.podChanged(obj, true) },
+		}
+	case ResourceEvents:
+		handler = cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { r.eventChanged(e, obj) },
+			UpdateFunc: func(_, obj any) { r.eventChanged(e, obj) },
+		}
+	}
+	if _, err := e.informer.AddEventHandler(handler); err != nil {
+		return nil, fmt.Errorf("reflector: watching %s: %w", key, err)
+	}
+	logger := logr.FromContextOrDiscard(ctx).WithValues("informer", key.String())
+	runCtx, cancel := context.WithCancel(logr.NewContext(context.WithoutCancel(ctx), logger))
+	e.cancel = cancel
+	_ = e.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
+		e.health.watchError(err)
+		logger.Error(err, "watch failed; client-go retries with backoff", "errors", e.health.status().WatchErrors)
+	})
+	r.entries[key] = e
+	// The informer goroutine is owned by the entry: release stops it and
+	// waits for it.
+	go func() {
+		defer close(e.done)
+		e.informer.RunWithContext(runCtx)
+	}()
+	return e, nil
+}
+
+// release drops one hold on key's informer and stops it, waiting until it
+// has stopped, when that was the last.
+func (r *Registry) release(e *entry) {
+	r.mu.Lock()
+	e.refs--
+	last := e.refs == 0
+	if last {
+		delete(r.entries, e.key)
+	}
+	r.mu.Unlock()
+	if last {
+		e.cancel()
+		<-e.done
+	}
+}
+
+func (r *Registry) newInformer(key Key, h *health) cache.SharedIndexInformer {
+	var example runtime.Object
+	var list func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
+	var watchFn func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	var transform cache.TransformFunc
+	switch key.Resource {
+	case ResourcePods:
+		example = &corev1.Pod{}
+		pods := r.client.CoreV1().Pods(key.Namespace)
+		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) }
+		watchFn = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return pods.Watch(ctx, o) }
+		indexers[uidIndex] = podUIDIndexFunc
+		transform = TransformPod
+	case ResourceEvents:
+		example = &corev1.Event{}
+		events := r.client.CoreV1().Events(key.Namespace)
+		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return events.List(ctx, o) }
+		watchFn = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return events.Watch(ctx, o) }
+		indexers[involvedIndex] = involvedIndexFunc
+		indexers[involvedUIDIndex] = involvedUIDIndexFunc
+		transform = TransformEvent
+	}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector, o.FieldSelector = key.LabelSelector, key.FieldSelector
+			obj, err := list(ctx, o)
+			h.attempt(err)
+			return obj, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector, o.FieldSelector = key.LabelSelector, key.FieldSelector
+			w, err := watchFn(ctx, o)
+			h.attempt(err)
+			return w, err
+		},
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{
+		Indexers:          indexers,
+		ObjectDescription: key.String(),
+	})
+	// The transform must be set before the informer runs.
+	_ = inf.SetTransform(transform)
+	return inf
+}
+
+// podKey is how subscriptions and indexes name a pod.
+func podKey(namespace, name string) string { return namespace + "/" + name }
+
+// eventFieldSelector selects the events of pods.
+var eventFieldSelector = fields.OneTermEqualSelector("involvedObject.kind", "Pod").String()
+
+// waitSynced waits until e's first list has been delivered, or ctx ends.
+func waitSynced(ctx context.Context, e *entry) error {
+	if e.informer.HasSynced() {
+		return nil // the common case, without building a checker
+	}
+	select {
+	case <-e.informer.HasSyncedChecker().Done():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("reflector: waiting for %s to sync: %w (last watch error: %v)", e.key, ctx.Err(), e.health.status().LastError)
+	}
+}
+
+// Status returns the health of every running informer.
+func (r *Registry) Status() map[Key]Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[Key]Status, len(r.entries))
+	for k, e := range r.entries {
+		out[k] = e.status()
+	}
+	return out
+}
+
+func (e *entry) status() Status {
+	s := e.health.status()
+	s.Synced = e.informer.HasSynced()
+	s.Objects = len(e.informer.GetIndexer().ListKeys())
+	return s
+}
