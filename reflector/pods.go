@@ -116,6 +116,9 @@ func (p *Pods) List(ctx context.Context, namespace string) ([]*corev1.Pod, error
 	return out, nil
 }
 
+// Namespace is the namespace the informer watches ("" for all).
+func (p *Pods) Namespace() string { return p.e.key.Namespace }
+
 // Status returns the informer's health.
 func (p *Pods) Status() Status { return p.e.status() }
 

@@ -137,6 +137,9 @@ func New(opts Options) (*Registry, error) {
 	return r, nil
 }
 
+// PodLabelSelector is the label selector of the registry's pod informers.
+func (r *Registry) PodLabelSelector() string { return r.podSel }
+
 // acquire returns the running informer for key, starting it if needed.
 // The informer outlives ctx: ctx only provides the logger.
 func (r *Registry) acquire(ctx context.Context, key Key) (*entry, error) {

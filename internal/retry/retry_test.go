@@ -1,0 +1,84 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var errFlaky = errors.New("flaky")
+
+func TestRetriesUntilSuccess(t *testing.T) {
+	calls := 0
+	err := Do(t.Context(), Options{Initial: time.Millisecond, MaxElapsed: time.Second}, func(context.Context) error {
+		calls++
+		if calls < 3 {
+			return errFlaky
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Fatalf("err = %v after %d calls, want success on the third", err, calls)
+	}
+}
+
+func TestStopsOnNonRetryable(t *testing.T) {
+	calls := 0
+	errFatal := errors.New("fatal")
+	err := Do(t.Context(), Options{Initial: time.Millisecond, MaxElapsed: time.Second,
+		Retryable: func(err error) bool { return errors.Is(err, errFlaky) }}, func(context.Context) error {
+		calls++
+		return errFatal
+	})
+	if !errors.Is(err, errFatal) || calls != 1 {
+		t.Fatalf("err = %v after %d calls, want the fatal error after one", err, calls)
+	}
+	calls = 0
+	err = Do(t.Context(), Options{Initial: time.Millisecond, MaxElapsed: time.Second}, func(context.Context) error {
+		calls++
+		return Permanent(errFatal)
+	})
+	if !errors.Is(err, errFatal) || calls != 1 {
+		t.Fatalf("Permanent: err = %v after %d calls", err, calls)
+	}
+}
+
+func TestGivesUpAfterMaxElapsed(t *testing.T) {
+	start := time.Now()
+	calls := 0
+	err := Do(t.Context(), Options{Initial: 5 * time.Millisecond, Max: 10 * time.Millisecond, MaxElapsed: 100 * time.Millisecond}, func(context.Context) error {
+		calls++
+		return errFlaky
+	})
+	if !errors.Is(err, errFlaky) || calls < 2 || !strings.Contains(err.Error(), "tries") {
+		t.Fatalf("err = %v after %d calls, want the last error with the try count", err, calls)
+	}
+	if elapsed := time.Since(start); elapsed > 2*time.Second {
+		t.Fatalf("took %s, bound was 100ms", elapsed)
+	}
+}
+
+func TestStopsWhenContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	calls := 0
+	err := Do(ctx, Options{Initial: time.Millisecond, MaxElapsed: time.Minute}, func(context.Context) error {
+		calls++
+		cancel()
+		return errFlaky
+	})
+	if !errors.Is(err, errFlaky) || calls != 1 {
+		t.Fatalf("err = %v after %d calls, want one call", err, calls)
+	}
+}
+
+func TestRequiresMaxElapsed(t *testing.T) {
+	if err := Do(t.Context(), Options{}, func(context.Context) error { return nil }); err == nil {
+		t.Fatal("Do without MaxElapsed ran")
+	}
+}

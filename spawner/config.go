@@ -1,0 +1,188 @@
+package spawner
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
+
+	"github.com/spawnkit/spawnkit/manifest"
+	"github.com/spawnkit/spawnkit/naming"
+)
+
+// Config holds a spawner's configuration, with KubeSpawner's option names
+// as JSON and YAML keys. The pod options (image, resources, volumes,
+// security, scheduling, ...) are KubeSpawner's make_pod arguments and live
+// in Pod; the rest are the spawner's own. Load one with LoadConfig.
+type Config struct {
+	// Pod is the pod template: every make_pod option of KubeSpawner,
+	// decoded by manifest.DecodePodSpec. Its Name, Labels, Annotations,
+	// Env and Cmd are filled per server by Start.
+	Pod manifest.PodSpec `json:"-"`
+
+	// Naming (KubeSpawner's slug_scheme, *_name_template, namespace,
+	// enable_user_namespaces).
+	SlugScheme            naming.Scheme `json:"slug_scheme"`
+	TemplateSyntax        string        `json:"template_syntax"` // "kubespawner" (default) or "go": spawnkit's own
+	PodNameTemplate       string        `json:"pod_name_template"`
+	PVCNameTemplate       string        `json:"pvc_name_template"`
+	SecretNameTemplate    string        `json:"secret_name_template"`
+	UserNamespaceTemplate string        `json:"user_namespace_template"`
+	DNSNameTemplate       string        `json:"dns_name_template"`
+	Namespace             string        `json:"namespace"`
+	EnableUserNamespaces  bool          `json:"enable_user_namespaces"`
+
+	// Labels and annotations.
+	ComponentLabel   string            `json:"component_label"`
+	CommonLabels     map[string]string `json:"common_labels"`
+	ExtraLabels      map[string]string `json:"extra_labels"`
+	ExtraAnnotations map[string]string `json:"extra_annotations"`
+
+	// The single-user server.
+	Cmd         []string          `json:"cmd"`
+	Port        int32             `json:"port"` // default 8888
+	Environment map[string]string `json:"environment"`
+
+	// Storage.
+	StoragePVCEnsure        bool                                `json:"storage_pvc_ensure"`
+	StorageCapacity         resource.Quantity                   `json:"storage_capacity"`
+	StorageClass            *string                             `json:"storage_class"`
+	StorageAccessModes      []corev1.PersistentVolumeAccessMode `json:"storage_access_modes"` // default ReadWriteOnce
+	StorageExtraLabels      map[string]string                   `json:"storage_extra_labels"`
+	StorageExtraAnnotations map[string]string                   `json:"storage_extra_annotations"`
+	DeletePVC               *bool                               `json:"delete_pvc"` // default true
+
+	// Lifecycle.
+	StartTimeout              Seconds  `json:"start_timeout"`                 // default 300
+	K8sAPIRequestTimeout      Seconds  `json:"k8s_api_request_timeout"`       // default 3
+	K8sAPIRequestRetryTimeout Seconds  `json:"k8s_api_request_retry_timeout"` // default 30
+	DeleteGracePeriod         Seconds  `json:"delete_grace_period"`           // default 1
+	DeleteStoppedPods         *bool    `json:"delete_stopped_pods"`           // default true
+	EventsEnabled             *bool    `json:"events_enabled"`                // default true
+	FatalReasons              []string `json:"fatal_reasons"`                 // spawnkit's own; default DefaultFatalReasons
+}
+
+// Seconds is a duration written as a number of seconds, as KubeSpawner's
+// timeouts are.
+type Seconds float64
+
+// Duration converts s.
+func (s Seconds) Duration() time.Duration { return time.Duration(float64(s) * float64(time.Second)) }
+
+// DefaultFatalReasons are container waiting reasons that end a Start at
+// once instead of waiting for the start timeout.
+var DefaultFatalReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CrashLoopBackOff"}
+
+// podOptionKeys are the KubeSpawner options that are make_pod arguments.
+var podOptionKeys = []string{
+	"image", "image_pull_policy", "image_pull_secrets", "node_selector", "uid", "gid", "fs_gid",
+	"supplemental_gids", "privileged", "allow_privilege_escalation", "container_security_context",
+	"pod_security_context", "working_dir", "volumes", "volume_mounts", "cpu_limit", "cpu_guarantee",
+	"mem_limit", "mem_guarantee", "extra_resource_limits", "extra_resource_guarantees", "lifecycle_hooks",
+	"init_containers", "service_account", "automount_service_account_token", "extra_container_config",
+	"extra_pod_config", "extra_containers", "scheduler_name", "tolerations", "node_affinity_preferred",
+	"node_affinity_required", "pod_affinity_preferred", "pod_affinity_required", "pod_anti_affinity_preferred",
+	"pod_anti_affinity_required", "priority_class_name",
+}
+
+// LoadConfig reads a configuration in YAML or JSON with KubeSpawner's
+// option names. An unknown key, a value of the wrong type or a malformed
+// quantity is an error naming the key.
+func LoadConfig(data []byte) (Config, error) {
+	jsonData, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("spawner: config is neither YAML nor JSON: %w", err)
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(jsonData, &all); err != nil {
+		return Config{}, fmt.Errorf("spawner: config must be a mapping of option names: %w", err)
+	}
+	pod := map[string]json.RawMessage{}
+	own := map[string]json.RawMessage{}
+	for k, v := range all {
+		if slices.Contains(podOptionKeys, k) {
+			pod[k] = v
+		} else {
+			own[k] = v
+		}
+	}
+	var c Config
+	ownJSON, _ := json.Marshal(own)
+	dec := json.NewDecoder(bytes.NewReader(ownJSON))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("spawner: config: %w", err)
+	}
+	podJSON, _ := json.Marshal(pod)
+	if c.Pod, err = manifest.DecodePodSpec(podJSON); err != nil {
+		return Config{}, fmt.Errorf("spawner: config: %w", err)
+	}
+	return c, nil
+}
+
+// withDefaults returns c with KubeSpawner's defaults filled in.
+func (c Config) withDefaults() Config {
+	if c.Port == 0 {
+		c.Port = 8888
+	}
+	if c.ComponentLabel == "" {
+		c.ComponentLabel = naming.DefaultComponent
+	}
+	if c.CommonLabels == nil {
+		c.CommonLabels = naming.KubeSpawnerCommonLabels()
+	}
+	if len(c.StorageAccessModes) == 0 {
+		c.StorageAccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = 300
+	}
+	if c.K8sAPIRequestTimeout == 0 {
+		c.K8sAPIRequestTimeout = 3
+	}
+	if c.K8sAPIRequestRetryTimeout == 0 {
+		c.K8sAPIRequestRetryTimeout = 30
+	}
+	if c.DeleteGracePeriod == 0 {
+		c.DeleteGracePeriod = 1
+	}
+	if c.FatalReasons == nil {
+		c.FatalReasons = DefaultFatalReasons
+	}
+	return c
+}
+
+func boolOr(b *bool, def bool) bool {
+	if b == nil {
+		return def
+	}
+	return *b
+}
+
+// namingOptions maps the naming options onto naming.Options.
+func (c Config) namingOptions() (naming.Options, error) {
+	o := naming.Options{
+		Scheme:            c.SlugScheme,
+		HubNamespace:      c.Namespace,
+		UserNamespaces:    c.EnableUserNamespaces,
+		PodTemplate:       c.PodNameTemplate,
+		PVCTemplate:       c.PVCNameTemplate,
+		SecretTemplate:    c.SecretNameTemplate,
+		NamespaceTemplate: c.UserNamespaceTemplate,
+		DNSTemplate:       c.DNSNameTemplate,
+	}
+	switch c.TemplateSyntax {
+	case "", "kubespawner":
+		o.Syntax = naming.KubeSpawner
+	case "go":
+		o.Syntax = naming.Go
+	default:
+		return o, fmt.Errorf("spawner: template_syntax must be \"kubespawner\" or \"go\", not %q", c.TemplateSyntax)
+	}
+	return o, nil
+}

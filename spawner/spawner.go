@@ -1,0 +1,663 @@
+package spawner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/spawnkit/spawnkit/internal/retry"
+	"github.com/spawnkit/spawnkit/manifest"
+	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
+)
+
+// Version is written into State so a hub can tell which spawnkit saved it.
+const Version = "0.1.0"
+
+// ManagedByLabel marks every object spawnkit creates.
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "spawnkit"
+)
+
+// Interface is what a hub needs of a spawner; *Spawner implements it, and
+// a hub can plug in another backend.
+type Interface interface {
+	Start(ctx context.Context) (string, error)
+	Poll(ctx context.Context) (Status, error)
+	Stop(ctx context.Context, opts StopOptions) error
+	Progress(ctx context.Context) <-chan ProgressEvent
+}
+
+var _ Interface = (*Spawner)(nil)
+
+// Hooks let a hub adjust what a Spawner does. Each may be nil.
+type Hooks struct {
+	// ModifyPod changes the pod before it is created.
+	ModifyPod func(ctx context.Context, s *Spawner, pod *corev1.Pod) error
+	// AfterPodCreated runs once the pod exists; an error deletes the pod
+	// and fails Start.
+	AfterPodCreated func(ctx context.Context, s *Spawner, pod *corev1.Pod) error
+}
+
+// Options configure New. Client and Registry are required.
+type Options struct {
+	Client   kubernetes.Interface
+	Registry *reflector.Registry
+	Config   Config
+	Hooks    Hooks
+	// Env is what the hub's single-user server needs (API token, URLs),
+	// added after Config's environment.
+	Env []corev1.EnvVar
+	// Clock stamps progress. Default: the real clock.
+	Clock clock.Clock
+}
+
+// Spawner runs one user server. Its methods are safe for concurrent use;
+// Start and Stop of one Spawner are serialized.
+type Spawner struct {
+	server   naming.Server
+	client   kubernetes.Interface
+	registry *reflector.Registry
+	cfg      Config
+	hooks    Hooks
+	env      []corev1.EnvVar
+	clock    clock.Clock
+	namer    *naming.Namer
+
+	op sync.Mutex // serializes Start, Stop and DeleteForever
+
+	mu       sync.Mutex // guards the fields below
+	names    naming.Names
+	state    State // names in use: from LoadState or the last Start
+	progress *stream
+	// pods is this Spawner's hold on the shared pod informer of its
+	// namespace, kept from first use until Close so that Poll never
+	// restarts an informer.
+	pods *reflector.Pods
+}
+
+// podsHandle returns the Spawner's hold on the pod informer of ns.
+func (s *Spawner) podsHandle(ctx context.Context, ns string) (*reflector.Pods, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pods != nil && s.pods.Namespace() == ns {
+		return s.pods, nil
+	}
+	p, err := s.registry.Pods(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	if s.pods != nil {
+		s.pods.Release()
+	}
+	s.pods = p
+	return p, nil
+}
+
+// Close releases the Spawner's hold on shared informers. The server
+// keeps running; a Spawner used after Close takes a new hold.
+func (s *Spawner) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pods != nil {
+		s.pods.Release()
+		s.pods = nil
+	}
+}
+
+// New creates a Spawner for one server. Names are rendered (and checked)
+// here, so a configuration that cannot name this server fails before any
+// API call.
+func New(server naming.Server, opts Options) (*Spawner, error) {
+	if opts.Client == nil || opts.Registry == nil {
+		return nil, errors.New("spawner: Options needs Client and Registry")
+	}
+	cfg := opts.Config.withDefaults()
+	if cfg.Namespace == "" {
+		cfg.Namespace = detectNamespace()
+	}
+	if want := naming.LabelComponent + "=" + cfg.ComponentLabel; opts.Registry.PodLabelSelector() != want {
+		return nil, fmt.Errorf("spawner: the registry selects pods by %q but component_label makes %q: create the Registry with PodLabelSelector %q",
+			opts.Registry.PodLabelSelector(), want, want)
+	}
+	nopts, err := cfg.namingOptions()
+	if err != nil {
+		return nil, err
+	}
+	namer, err := naming.New(nopts)
+	if err != nil {
+		return nil, fmt.Errorf("spawner: %w", err)
+	}
+	names, err := namer.Names(server)
+	if err != nil {
+		return nil, fmt.Errorf("spawner: naming server %q of user %q: %w", server.Servername, server.Username, err)
+	}
+	s := &Spawner{
+		server: server, client: opts.Client, registry: opts.Registry, cfg: cfg, hooks: opts.Hooks,
+		env: opts.Env, clock: opts.Clock, namer: namer, names: names,
+	}
+	if s.clock == nil {
+		s.clock = clock.RealClock{}
+	}
+	s.state = State{PodName: names.Pod, Namespace: names.Namespace, DNSName: names.DNS, Version: Version}
+	return s, nil
+}
+
+// detectNamespace is the hub's namespace when running in a cluster, else
+// "default", as KubeSpawner does.
+func detectNamespace() string {
+	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+		if ns := strings.TrimSpace(string(b)); ns != "" {
+			return ns
+		}
+	}
+	return metav1.NamespaceDefault
+}
+
+// Server returns the server this Spawner runs.
+func (s *Spawner) Server() naming.Server { return s.server }
+
+// State is what a hub persists to find a server again after a restart.
+type State struct {
+	PodName   string `json:"pod_name"`
+	Namespace string `json:"namespace"`
+	DNSName   string `json:"dns_name"`
+	// PVCName is set once the claim is known to exist.
+	PVCName string `json:"pvc_name,omitempty"`
+	Version string `json:"spawnkit_version"`
+}
+
+// State returns the names in use.
+func (s *Spawner) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// LoadState restores names saved by State. Names from a loaded state win
+// over today's templates, so a server started before a template or
+// namespace change stays reachable.
+func (s *Spawner) LoadState(st State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st.PodName != "" {
+		s.state.PodName = st.PodName
+	}
+	if st.Namespace != "" {
+		s.state.Namespace = st.Namespace
+	}
+	if st.DNSName != "" {
+		s.state.DNSName = st.DNSName
+	}
+	if st.PVCName != "" {
+		s.state.PVCName = st.PVCName
+	}
+}
+
+// String is the state as JSON, the form a hub stores.
+func (st State) String() string { b, _ := json.Marshal(st); return string(b) }
+
+// StartError reports which step of Start failed and why.
+type StartError struct {
+	Server naming.Server
+	Step   string // "naming", "namespace", "pvc", "pod", "hook", "wait"
+	// Reason is a container's waiting reason when a fatal one ended the
+	// wait (ErrImagePull, ...), or "Timeout".
+	Reason string
+	Err    error
+}
+
+func (e *StartError) Error() string {
+	reason := ""
+	if e.Reason != "" {
+		reason = " (" + e.Reason + ")"
+	}
+	return fmt.Sprintf("spawner: starting server %q of user %q failed at %s%s: %v", e.Server.Servername, e.Server.Username, e.Step, reason, e.Err)
+}
+
+func (e *StartError) Unwrap() error { return e.Err }
+
+// ErrStartTimeout is wrapped by the error of a Start that ran out of time.
+var ErrStartTimeout = errors.New("the server did not become ready within start_timeout")
+
+// Start creates the server's objects and waits until its pod is running
+// and ready, returning the URL to reach it. A failed Start deletes the pod
+// it created (never the claim) and returns a *StartError.
+func (s *Spawner) Start(ctx context.Context) (string, error) {
+	s.op.Lock()
+	defer s.op.Unlock()
+	st := s.State()
+	prog := newStream()
+	s.mu.Lock()
+	s.progress = prog
+	s.mu.Unlock()
+	started := s.clock.Now()
+
+	url, err := s.start(ctx, st, prog, started)
+	if err != nil {
+		prog.finish(ProgressEvent{Progress: 100, Failed: true, Message: err.Error(), Time: s.clock.Now()})
+		return "", err
+	}
+	prog.finish(ProgressEvent{Progress: 100, Ready: true, URL: url, Message: "Server ready at " + url, Time: s.clock.Now()})
+	return url, nil
+}
+
+func (s *Spawner) start(ctx context.Context, st State, prog *stream, started time.Time) (string, error) {
+	fail := func(step, reason string, err error) error {
+		return &StartError{Server: s.server, Step: step, Reason: reason, Err: err}
+	}
+	ns := st.Namespace
+	pods, err := s.podsHandle(ctx, ns)
+	if err != nil {
+		return "", fail("watch", "", err)
+	}
+	var events *reflector.Events
+	if boolOr(s.cfg.EventsEnabled, true) {
+		if events, err = s.registry.Events(ctx, ns); err != nil {
+			return "", fail("watch", "", err)
+		}
+		defer events.Release()
+	}
+	sub := s.registry.Subscribe(ns, st.PodName)
+	defer sub.Close()
+
+	if s.cfg.EnableUserNamespaces {
+		if err := s.ensureNamespace(ctx, ns); err != nil {
+			return "", fail("namespace", "", err)
+		}
+	}
+	if s.cfg.StoragePVCEnsure {
+		if err := s.ensurePVC(ctx, ns); err != nil {
+			return "", fail("pvc", "", err)
+		}
+	}
+
+	pod, err := s.buildPod(st)
+	if err != nil {
+		return "", fail("pod", "", err)
+	}
+	if s.hooks.ModifyPod != nil {
+		if err := s.hooks.ModifyPod(ctx, s, pod); err != nil {
+			return "", fail("hook", "", fmt.Errorf("ModifyPod: %w", err))
+		}
+	}
+	created, err := s.createPod(ctx, pods, sub, pod)
+	if err != nil {
+		return "", fail("pod", "", err)
+	}
+	// From here on a failure must not leave the pod behind.
+	cleanup := func(cause error) error {
+		delCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.K8sAPIRequestRetryTimeout.Duration())
+		defer cancel()
+		if err := s.deletePod(delCtx, ns, st.PodName, 0, created.UID); err != nil {
+			return errors.Join(cause, fmt.Errorf("deleting the pod after the failure: %w", err))
+		}
+		return cause
+	}
+	if s.hooks.AfterPodCreated != nil {
+		if err := s.hooks.AfterPodCreated(ctx, s, created); err != nil {
+			return "", fail("hook", "", cleanup(fmt.Errorf("AfterPodCreated: %w", err)))
+		}
+	}
+	running, reason, err := s.waitReady(ctx, pods, events, sub, created, prog, started)
+	if err != nil {
+		return "", fail("wait", reason, cleanup(err))
+	}
+	return s.url(running), nil
+}
+
+func (s *Spawner) ensureNamespace(ctx context.Context, ns string) error {
+	obj, err := manifest.Namespace(manifest.NamespaceSpec{
+		Name:        ns,
+		Labels:      s.labels(naming.CommonLabels(s.server, nil, s.cfg.CommonLabels)),
+		Annotations: naming.Annotations(s.server, nil),
+	})
+	if err != nil {
+		return err
+	}
+	return s.withRetry(ctx, func(ctx context.Context) error {
+		_, err := s.client.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+func (s *Spawner) ensurePVC(ctx context.Context, ns string) error {
+	name := s.State().PVCName
+	if name == "" {
+		name = s.names.PVC
+	}
+	obj, err := manifest.PVC(manifest.PVCSpec{
+		Name:         name,
+		StorageClass: s.cfg.StorageClass,
+		AccessModes:  s.cfg.StorageAccessModes,
+		Storage:      s.cfg.StorageCapacity,
+		Labels:       s.labels(naming.CommonLabels(s.server, s.cfg.StorageExtraLabels, s.cfg.CommonLabels)),
+		Annotations:  naming.Annotations(s.server, s.cfg.StorageExtraAnnotations),
+	})
+	if err != nil {
+		return err
+	}
+	err = s.withRetry(ctx, func(ctx context.Context) error {
+		_, err := s.client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, obj, metav1.CreateOptions{})
+		switch {
+		case err == nil, apierrors.IsAlreadyExists(err):
+			return nil
+		case apierrors.IsForbidden(err):
+			// A quota may forbid creating a claim that already exists.
+			if _, getErr := s.client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{}); getErr == nil {
+				return nil
+			}
+			return retry.Permanent(err)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.state.PVCName = name
+	s.mu.Unlock()
+	return nil
+}
+
+// labels adds spawnkit's managed-by label.
+func (s *Spawner) labels(l map[string]string) map[string]string {
+	out := maps.Clone(l)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[ManagedByLabel] = ManagedByValue
+	return out
+}
+
+func (s *Spawner) buildPod(st State) (*corev1.Pod, error) {
+	spec := s.cfg.Pod
+	spec.Name = st.PodName
+	spec.Port = s.cfg.Port
+	if s.cfg.Cmd != nil {
+		spec.Cmd = s.cfg.Cmd
+	}
+	extraLabels, err := s.expandMap(s.cfg.ExtraLabels)
+	if err != nil {
+		return nil, fmt.Errorf("extra_labels: %w", err)
+	}
+	extraAnnotations, err := s.expandMap(s.cfg.ExtraAnnotations)
+	if err != nil {
+		return nil, fmt.Errorf("extra_annotations: %w", err)
+	}
+	spec.Labels = s.labels(naming.PodLabels(s.server, s.cfg.ComponentLabel, extraLabels, s.cfg.CommonLabels))
+	spec.Annotations = naming.Annotations(s.server, extraAnnotations)
+	env := make([]corev1.EnvVar, 0, len(s.cfg.Environment)+len(spec.Env)+len(s.env))
+	env = append(env, spec.Env...)
+	environment, err := s.expandMap(s.cfg.Environment)
+	if err != nil {
+		return nil, fmt.Errorf("environment: %w", err)
+	}
+	for _, k := range sortedKeys(environment) {
+		env = append(env, corev1.EnvVar{Name: k, Value: environment[k]})
+	}
+	spec.Env = append(env, s.env...)
+	if err := s.expandTyped(&spec.Volumes); err != nil {
+		return nil, fmt.Errorf("volumes: %w", err)
+	}
+	if err := s.expandTyped(&spec.VolumeMounts); err != nil {
+		return nil, fmt.Errorf("volume_mounts: %w", err)
+	}
+	pod, err := manifest.Pod(spec)
+	if err != nil {
+		return nil, err
+	}
+	pod.Namespace = st.Namespace
+	return pod, nil
+}
+
+func (s *Spawner) expandMap(m map[string]string) (map[string]string, error) {
+	if len(m) == 0 {
+		return m, nil
+	}
+	v, err := naming.ParseValue(m, s.templateSyntax())
+	if err != nil {
+		return nil, err
+	}
+	out, err := v.Expand(s.names.Fields)
+	if err != nil {
+		return nil, err
+	}
+	return out.(map[string]string), nil
+}
+
+// expandTyped renders the templates in the strings of a typed value
+// (volumes, mounts) through its JSON form, as KubeSpawner's _expand_all.
+func (s *Spawner) expandTyped(target any) error {
+	raw, err := json.Marshal(target)
+	if err != nil {
+		return err
+	}
+	var generic any
+	if err := json.Unmarshal(raw, &generic); err != nil {
+		return err
+	}
+	v, err := naming.ParseValue(generic, s.templateSyntax())
+	if err != nil {
+		return err
+	}
+	out, err := v.Expand(s.names.Fields)
+	if err != nil {
+		return err
+	}
+	if raw, err = json.Marshal(out); err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, target)
+}
+
+func (s *Spawner) templateSyntax() naming.Syntax {
+	if s.cfg.TemplateSyntax == "go" {
+		return naming.Go
+	}
+	return naming.KubeSpawner
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// withRetry runs one API call under the request timeout, retrying under
+// the retry timeout.
+func (s *Spawner) withRetry(ctx context.Context, op func(ctx context.Context) error) error {
+	return retry.Do(ctx, retry.Options{
+		MaxElapsed: s.cfg.K8sAPIRequestRetryTimeout.Duration(),
+		Retryable:  retryableAPIError,
+	}, func(ctx context.Context) error {
+		reqCtx, cancel := context.WithTimeout(ctx, s.cfg.K8sAPIRequestTimeout.Duration())
+		defer cancel()
+		return op(reqCtx)
+	})
+}
+
+// retryableAPIError: server-side trouble and timeouts are worth another
+// try; a request the server rejects is not.
+func retryableAPIError(err error) bool {
+	switch {
+	case apierrors.IsBadRequest(err), apierrors.IsInvalid(err), apierrors.IsForbidden(err),
+		apierrors.IsUnauthorized(err), apierrors.IsNotFound(err), apierrors.IsMethodNotSupported(err):
+		return false
+	}
+	return true
+}
+
+// errStalePod marks a create that found an old pod of the same name.
+var errStalePod = errors.New("a pod with this name already exists")
+
+// createPod creates the pod; an existing pod of the same name is stale
+// (the hub would not start a running server): it is deleted, and the
+// create retried once it is gone from the cache.
+func (s *Spawner) createPod(ctx context.Context, pods *reflector.Pods, sub *reflector.Subscription, pod *corev1.Pod) (*corev1.Pod, error) {
+	var created *corev1.Pod
+	err := s.withRetry(ctx, func(ctx context.Context) error {
+		var err error
+		created, err = s.client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			if delErr := s.deletePod(ctx, pod.Namespace, pod.Name, 0, ""); delErr != nil {
+				return fmt.Errorf("%w; deleting it: %w", errStalePod, delErr)
+			}
+			return errStalePod
+		}
+		return err
+	})
+	return created, err
+}
+
+// deletePod deletes a pod (with a UID precondition when uid is set) and
+// waits until it is gone; NotFound is success.
+func (s *Spawner) deletePod(ctx context.Context, ns, name string, grace int64, uid types.UID) error {
+	opts := metav1.DeleteOptions{GracePeriodSeconds: ptr.To(grace)}
+	if uid != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: ptr.To(uid)}
+	}
+	err := s.client.CoreV1().Pods(ns).Delete(ctx, name, opts)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	pods, err := s.podsHandle(ctx, ns)
+	if err != nil {
+		return err
+	}
+	sub := s.registry.Subscribe(ns, name)
+	defer sub.Close()
+	for {
+		p, ok, err := pods.Get(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		if !ok || (uid != "" && p.UID != uid) {
+			return nil
+		}
+		select {
+		case <-sub.C():
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for pod %s/%s to go: %w", ns, name, ctx.Err())
+		}
+	}
+}
+
+// waitReady waits, woken by the reflector, until the pod runs with an IP
+// and every container is ready; a fatal waiting reason or the start
+// timeout ends it. Pod events are fed to the progress stream meanwhile.
+func (s *Spawner) waitReady(ctx context.Context, pods *reflector.Pods, events *reflector.Events, sub *reflector.Subscription,
+	created *corev1.Pod, prog *stream, started time.Time) (*corev1.Pod, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout.Duration())
+	defer cancel()
+	// An event is reported once per occurrence (uid and count), and only
+	// if newer than this Start (timestamps have second precision).
+	seen := map[string]bool{}
+	marker := started.Truncate(time.Second)
+	for {
+		if events != nil {
+			evs, err := events.ForUID(ctx, created.UID)
+			if err == nil {
+				for _, e := range evs {
+					key := string(e.UID) + "/" + strconv.Itoa(int(e.Count))
+					if seen[key] || reflector.EventTime(e).Before(marker) {
+						continue
+					}
+					seen[key] = true
+					prog.event(e)
+				}
+			}
+		}
+		pod, ok, err := pods.Get(ctx, created.Namespace, created.Name)
+		switch {
+		case err != nil:
+			return nil, timeoutReason(ctx), s.waitErr(ctx, err)
+		case ok && pod.UID == created.UID:
+			if reason, msg := fatalReason(pod, s.cfg.FatalReasons); reason != "" {
+				return nil, reason, fmt.Errorf("container %s", msg)
+			}
+			if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+				return nil, string(pod.Status.Phase), fmt.Errorf("the pod ended (%s) before it was ready", pod.Status.Phase)
+			}
+			if isReady(pod) {
+				return pod, "", nil
+			}
+		case !ok:
+			// Not in the cache yet, or deleted under us.
+		}
+		select {
+		case <-sub.C():
+		case <-ctx.Done():
+			return nil, timeoutReason(ctx), s.waitErr(ctx, ctx.Err())
+		}
+	}
+}
+
+func timeoutReason(ctx context.Context) string {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return "Timeout"
+	}
+	return ""
+}
+
+func (s *Spawner) waitErr(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w (%s): %w", ErrStartTimeout, s.cfg.StartTimeout.Duration(), err)
+	}
+	return err
+}
+
+// fatalReason returns a fatal waiting reason of any container.
+func fatalReason(pod *corev1.Pod, fatal []string) (string, string) {
+	for _, cs := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil {
+			for _, r := range fatal {
+				if w.Reason == r {
+					return r, fmt.Sprintf("%s: %s: %s", cs.Name, w.Reason, w.Message)
+				}
+			}
+		}
+	}
+	return "", ""
+}
+
+func isReady(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" || pod.DeletionTimestamp != nil {
+		return false
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if !cs.Ready {
+			return false
+		}
+	}
+	return len(pod.Status.ContainerStatuses) > 0
+}
+
+// url is http://<pod IP>:<port>, with IPv6 in brackets.
+func (s *Spawner) url(pod *corev1.Pod) string {
+	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(s.cfg.Port)))
+}
