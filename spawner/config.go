@@ -57,6 +57,11 @@ type Config struct {
 	StorageExtraAnnotations map[string]string                   `json:"storage_extra_annotations"`
 	DeletePVC               *bool                               `json:"delete_pvc"` // default true
 
+	// Networking and internal SSL.
+	ServicesEnabled bool   `json:"services_enabled"`
+	PodConnectIP    string `json:"pod_connect_ip"`    // a template; the URL's host when set
+	SecretMountPath string `json:"secret_mount_path"` // internal SSL; default /etc/jupyterhub/ssl/
+
 	// Lifecycle.
 	StartTimeout              Seconds  `json:"start_timeout"`                 // default 300
 	K8sAPIRequestTimeout      Seconds  `json:"k8s_api_request_timeout"`       // default 3
@@ -65,6 +70,9 @@ type Config struct {
 	DeleteStoppedPods         *bool    `json:"delete_stopped_pods"`           // default true
 	EventsEnabled             *bool    `json:"events_enabled"`                // default true
 	FatalReasons              []string `json:"fatal_reasons"`                 // spawnkit's own; default DefaultFatalReasons
+	// SlowSpawnMessageAfter adds a progress message when a start takes
+	// longer (spawnkit's own; default 30; negative turns it off).
+	SlowSpawnMessageAfter Seconds `json:"slow_spawn_message_after"`
 }
 
 // Seconds is a duration written as a number of seconds, as KubeSpawner's
@@ -150,6 +158,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DeleteGracePeriod == 0 {
 		c.DeleteGracePeriod = 1
+	}
+	if c.SlowSpawnMessageAfter == 0 {
+		c.SlowSpawnMessageAfter = 30
+	}
+	if c.SecretMountPath == "" {
+		c.SecretMountPath = "/etc/jupyterhub/ssl/"
 	}
 	if c.FatalReasons == nil {
 		c.FatalReasons = DefaultFatalReasons

@@ -20,8 +20,11 @@ type Status struct {
 	// ExitCode is set when Running is false: the notebook container's exit
 	// code, or 1 when there is no pod (or no container status).
 	ExitCode int
-	// URL is the server's current URL while it runs.
-	URL string
+	// URL is the server's current URL while it runs, and URLChanged
+	// whether it differs from the one the last Start returned (a pod IP
+	// can change when a pod is replaced behind the hub's back).
+	URL        string
+	URLChanged bool
 	// Phase is the pod's phase, "" without a pod.
 	Phase corev1.PodPhase
 }
@@ -59,7 +62,12 @@ func (s *Spawner) Poll(ctx context.Context) (Status, error) {
 	case corev1.PodPending, corev1.PodRunning, "":
 		status := Status{Running: true, Phase: pod.Status.Phase}
 		if pod.Status.PodIP != "" {
-			status.URL = s.url(pod)
+			if status.URL, err = s.url(pod); err != nil {
+				return status, err
+			}
+			s.mu.Lock()
+			status.URLChanged = s.lastURL != "" && s.lastURL != status.URL
+			s.mu.Unlock()
 		}
 		return status, nil
 	}

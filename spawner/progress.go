@@ -62,6 +62,16 @@ func (st *stream) event(e *corev1.Event) {
 	})
 }
 
+// note adds a message that is not a pod event, at the current progress.
+func (st *stream) note(msg string, at time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.done {
+		return
+	}
+	st.appendLocked(ProgressEvent{Progress: int(st.progress), Message: msg, Time: at})
+}
+
 // finish adds the final event and ends the stream.
 func (st *stream) finish(e ProgressEvent) {
 	st.mu.Lock()

@@ -55,6 +55,17 @@ type Hooks struct {
 	// AfterPodCreated runs once the pod exists; an error deletes the pod
 	// and fails Start.
 	AfterPodCreated func(ctx context.Context, s *Spawner, pod *corev1.Pod) error
+	// PodURL, when set, makes the server's URL from the ready pod and the
+	// URL spawnkit would use.
+	PodURL func(s *Spawner, pod *corev1.Pod, defaultURL string) string
+}
+
+// SSL is the internal-SSL material a hub hands a server (JupyterHub's
+// internal_ssl): PEM contents, not paths.
+type SSL struct {
+	Key, Cert []byte
+	// CA is the notebooks' CA bundle, HubCA the hub's.
+	CA, HubCA []byte
 }
 
 // Options configure New. Client and Registry are required.
@@ -66,6 +77,10 @@ type Options struct {
 	// Env is what the hub's single-user server needs (API token, URLs),
 	// added after Config's environment.
 	Env []corev1.EnvVar
+	// SSL turns on internal SSL: the material is put in a secret owned by
+	// the pod and mounted at secret_mount_path, a service gives the pod a
+	// DNS name, and the URL is https://<dns name>:<port>.
+	SSL *SSL
 	// Clock stamps progress. Default: the real clock.
 	Clock clock.Clock
 }
@@ -79,6 +94,7 @@ type Spawner struct {
 	cfg      Config
 	hooks    Hooks
 	env      []corev1.EnvVar
+	ssl      *SSL
 	clock    clock.Clock
 	namer    *naming.Namer
 
@@ -88,6 +104,7 @@ type Spawner struct {
 	names    naming.Names
 	state    State // names in use: from LoadState or the last Start
 	progress *stream
+	lastURL  string // the URL the last successful Start returned
 	// pods is this Spawner's hold on the shared pod informer of its
 	// namespace, kept from first use until Close so that Poll never
 	// restarts an informer.
@@ -152,7 +169,7 @@ func New(server naming.Server, opts Options) (*Spawner, error) {
 	}
 	s := &Spawner{
 		server: server, client: opts.Client, registry: opts.Registry, cfg: cfg, hooks: opts.Hooks,
-		env: opts.Env, clock: opts.Clock, namer: namer, names: names,
+		env: opts.Env, ssl: opts.SSL, clock: opts.Clock, namer: namer, names: names,
 	}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
@@ -256,6 +273,9 @@ func (s *Spawner) Start(ctx context.Context) (string, error) {
 		prog.finish(ProgressEvent{Progress: 100, Failed: true, Message: err.Error(), Time: s.clock.Now()})
 		return "", err
 	}
+	s.mu.Lock()
+	s.lastURL = url
+	s.mu.Unlock()
 	prog.finish(ProgressEvent{Progress: 100, Ready: true, URL: url, Message: "Server ready at " + url, Time: s.clock.Now()})
 	return url, nil
 }
@@ -317,11 +337,76 @@ func (s *Spawner) start(ctx context.Context, st State, prog *stream, started tim
 			return "", fail("hook", "", cleanup(fmt.Errorf("AfterPodCreated: %w", err)))
 		}
 	}
+	if s.ssl != nil || s.cfg.ServicesEnabled {
+		if err := s.ensureOwned(ctx, created); err != nil {
+			return "", fail("service", "", cleanup(err))
+		}
+	}
 	running, reason, err := s.waitReady(ctx, pods, events, sub, created, prog, started)
 	if err != nil {
 		return "", fail("wait", reason, cleanup(err))
 	}
-	return s.url(running), nil
+	return s.url(running)
+}
+
+// ensureOwned creates the internal-SSL secret and the service, owned by
+// the pod so the garbage collector removes them with it. An old object of
+// the same name (owned by a previous pod) is deleted first, as KubeSpawner
+// does.
+func (s *Spawner) ensureOwned(ctx context.Context, pod *corev1.Pod) error {
+	owner := []metav1.OwnerReference{manifest.OwnerReference(pod.Name, pod.UID)}
+	labels := s.labels(naming.CommonLabels(s.server, nil, s.cfg.CommonLabels))
+	annotations := naming.Annotations(s.server, nil)
+	if s.ssl != nil {
+		secret, err := manifest.Secret(manifest.SecretSpec{
+			Name: s.names.Secret, Key: s.ssl.Key, Cert: s.ssl.Cert, CA: s.ssl.CA, HubCA: s.ssl.HubCA,
+			OwnerReferences: owner, Labels: labels, Annotations: annotations,
+		})
+		if err != nil {
+			return err
+		}
+		secrets := s.client.CoreV1().Secrets(pod.Namespace)
+		if err := s.replace(ctx, func(ctx context.Context) error {
+			_, err := secrets.Create(ctx, secret, metav1.CreateOptions{})
+			return err
+		}, func(ctx context.Context) error {
+			return secrets.Delete(ctx, secret.Name, metav1.DeleteOptions{})
+		}); err != nil {
+			return fmt.Errorf("secret %s: %w", secret.Name, err)
+		}
+	}
+	svc, err := manifest.Service(manifest.ServiceSpec{
+		Name: pod.Name, Port: s.cfg.Port, Selector: pod.Labels,
+		OwnerReferences: owner, Labels: labels, Annotations: annotations,
+	})
+	if err != nil {
+		return err
+	}
+	services := s.client.CoreV1().Services(pod.Namespace)
+	if err := s.replace(ctx, func(ctx context.Context) error {
+		_, err := services.Create(ctx, svc, metav1.CreateOptions{})
+		return err
+	}, func(ctx context.Context) error {
+		return services.Delete(ctx, svc.Name, metav1.DeleteOptions{})
+	}); err != nil {
+		return fmt.Errorf("service %s: %w", svc.Name, err)
+	}
+	return nil
+}
+
+// replace creates an object, deleting an existing one of the same name
+// first when the create finds it.
+func (s *Spawner) replace(ctx context.Context, create, del func(context.Context) error) error {
+	return s.withRetry(ctx, func(ctx context.Context) error {
+		err := create(ctx)
+		if apierrors.IsAlreadyExists(err) {
+			if err := del(ctx); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			return errReplaced
+		}
+		return err
+	})
 }
 
 func (s *Spawner) ensureNamespace(ctx context.Context, ns string) error {
@@ -418,6 +503,9 @@ func (s *Spawner) buildPod(st State) (*corev1.Pod, error) {
 		env = append(env, corev1.EnvVar{Name: k, Value: environment[k]})
 	}
 	spec.Env = append(env, s.env...)
+	if s.ssl != nil {
+		spec.SSLSecretName, spec.SSLSecretMountPath = s.names.Secret, s.cfg.SecretMountPath
+	}
 	if err := s.expandTyped(&spec.Volumes); err != nil {
 		return nil, fmt.Errorf("volumes: %w", err)
 	}
@@ -512,8 +600,9 @@ func retryableAPIError(err error) bool {
 	return true
 }
 
-// errStalePod marks a create that found an old pod of the same name.
-var errStalePod = errors.New("a pod with this name already exists")
+// errReplaced marks a create that found an old object of the same name
+// and deleted it: worth another try.
+var errReplaced = errors.New("an old object of the same name was in the way and has been deleted")
 
 // createPod creates the pod; an existing pod of the same name is stale
 // (the hub would not start a running server): it is deleted, and the
@@ -525,9 +614,9 @@ func (s *Spawner) createPod(ctx context.Context, pods *reflector.Pods, sub *refl
 		created, err = s.client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			if delErr := s.deletePod(ctx, pod.Namespace, pod.Name, 0, ""); delErr != nil {
-				return fmt.Errorf("%w; deleting it: %w", errStalePod, delErr)
+				return fmt.Errorf("%w; deleting it: %w", errReplaced, delErr)
 			}
-			return errStalePod
+			return errReplaced
 		}
 		return err
 	})
@@ -578,6 +667,10 @@ func (s *Spawner) waitReady(ctx context.Context, pods *reflector.Pods, events *r
 	// if newer than this Start (timestamps have second precision).
 	seen := map[string]bool{}
 	marker := started.Truncate(time.Second)
+	var slow <-chan time.Time
+	if after := s.cfg.SlowSpawnMessageAfter.Duration(); after > 0 {
+		slow = s.clock.After(after)
+	}
 	for {
 		if events != nil {
 			evs, err := events.ForUID(ctx, created.UID)
@@ -611,6 +704,10 @@ func (s *Spawner) waitReady(ctx context.Context, pods *reflector.Pods, events *r
 		}
 		select {
 		case <-sub.C():
+		case <-slow:
+			slow = nil
+			prog.note(fmt.Sprintf("The server is taking longer than %s to start; still waiting (up to %s).",
+				s.cfg.SlowSpawnMessageAfter.Duration(), s.cfg.StartTimeout.Duration()), s.clock.Now())
 		case <-ctx.Done():
 			return nil, timeoutReason(ctx), s.waitErr(ctx, ctx.Err())
 		}
@@ -657,7 +754,34 @@ func isReady(pod *corev1.Pod) bool {
 	return len(pod.Status.ContainerStatuses) > 0
 }
 
-// url is http://<pod IP>:<port>, with IPv6 in brackets.
-func (s *Spawner) url(pod *corev1.Pod) string {
-	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(s.cfg.Port)))
+// url is the server's URL: https://<dns name>:<port> with internal SSL,
+// http://<dns name>:<port> with services, http://<pod_connect_ip>:<port>
+// when that template is set, else http://<pod IP>:<port> (IPv6 in
+// brackets); the PodURL hook has the last word.
+func (s *Spawner) url(pod *corev1.Pod) (string, error) {
+	port := strconv.Itoa(int(s.cfg.Port))
+	st := s.State()
+	var u string
+	switch {
+	case s.ssl != nil:
+		u = "https://" + net.JoinHostPort(st.DNSName, port)
+	case s.cfg.ServicesEnabled:
+		u = "http://" + net.JoinHostPort(st.DNSName, port)
+	case s.cfg.PodConnectIP != "":
+		t, err := naming.Parse(s.cfg.PodConnectIP, s.templateSyntax())
+		if err != nil {
+			return "", fmt.Errorf("pod_connect_ip: %w", err)
+		}
+		host, err := t.Execute(s.names.Fields)
+		if err != nil {
+			return "", fmt.Errorf("pod_connect_ip: %w", err)
+		}
+		u = "http://" + net.JoinHostPort(host, port)
+	default:
+		u = "http://" + net.JoinHostPort(pod.Status.PodIP, port)
+	}
+	if s.hooks.PodURL != nil {
+		u = s.hooks.PodURL(s, pod, u)
+	}
+	return u, nil
 }

@@ -12,12 +12,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -112,6 +114,9 @@ type Cluster struct {
 }
 
 const (
+	// StorageClass is the default StorageClass of a Lifecycle cluster:
+	// its claims are provisioned and bound at once by kwok.
+	StorageClass = "kwok-volume"
 	// NodeLabel marks the fake nodes (value "true").
 	NodeLabel = "testcluster.spawnkit.dev/fake-node"
 	// kwokNodeAnnotation is the annotation kwok is told to manage nodes by.
@@ -257,7 +262,10 @@ func (c *Cluster) startLifecycle(ctx context.Context, binDir string, nodes int) 
 			// admission puts on every new node; the garbage collector
 			// gives real owner-reference cascades; the namespace
 			// controller finishes namespace deletion.
-			"--controllers=node-lifecycle-controller,garbage-collector-controller,namespace-controller",
+			// The protection controllers lift the finalizers admission
+			// puts on claims and volumes, so deleted claims go away.
+			"--controllers=node-lifecycle-controller,garbage-collector-controller,namespace-controller," +
+				"persistentvolumeclaim-protection-controller,persistentvolume-protection-controller",
 			"--leader-elect=false", "--secure-port=0",
 			"--node-monitor-period=1s",
 			"--v=2",
@@ -285,6 +293,16 @@ func (c *Cluster) startLifecycle(ctx context.Context, binDir string, nodes int) 
 		if err := c.createNode(ctx, fmt.Sprintf("kwok-node-%d", i)); err != nil {
 			return err
 		}
+	}
+	// The default StorageClass that kwok's volume stages provision.
+	sc := &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: StorageClass, Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},
+		Provisioner:       "kwok.x-k8s.io/volume",
+		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimDelete),
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate),
+	}
+	if _, err := c.Client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating StorageClass %s: %w", StorageClass, err)
 	}
 	return c.waitFor(ctx, 60*time.Second, "nodes Ready without the not-ready taint", func(ctx context.Context) (bool, error) {
 		list, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: NodeLabel + "=true"})

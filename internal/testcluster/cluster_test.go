@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
@@ -476,4 +477,73 @@ func childPIDs(t *testing.T) []int {
 		}
 	}
 	return pids
+}
+
+func TestClaimIsProvisionedAndDeleted(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	ns := newNamespace(t)
+	ctx := ctxTimeout(t, 60*time.Second)
+	claims := c.Client.CoreV1().PersistentVolumeClaims(ns)
+	pvc, err := claims.Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "home"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != testcluster.StorageClass {
+		t.Fatalf("claim got storage class %v, want the default %s", pvc.Spec.StorageClassName, testcluster.StorageClass)
+	}
+	w, err := claims.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "home").String(), ResourceVersion: pvc.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if p, ok := ev.Object.(*corev1.PersistentVolumeClaim); ok && p.Status.Phase == corev1.ClaimBound {
+			break
+		}
+	}
+	bound, err := claims.Get(ctx, "home", metav1.GetOptions{})
+	if err != nil || bound.Status.Phase != corev1.ClaimBound || bound.Spec.VolumeName == "" {
+		t.Fatalf("claim not bound: %+v, %v", bound.Status, err)
+	}
+	// A pod using the claim schedules and runs.
+	pod := testPod("with-claim", nil)
+	pod.Spec.Volumes = []corev1.Volume{{Name: "home", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "home"}}}}
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitForPod(ctx, ns, "with-claim", testcluster.PodRunning); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "with-claim", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitForPod(ctx, ns, "with-claim", testcluster.PodGone); err != nil {
+		t.Fatal(err)
+	}
+	// Deleting the claim (its protection finalizer lifted once no pod uses
+	// it) removes it and its volume.
+	if err := claims.Delete(ctx, "home", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	vw, err := c.Client.CoreV1().PersistentVolumes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", bound.Spec.VolumeName).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vw.Stop()
+	if _, err := c.Client.CoreV1().PersistentVolumes().Get(ctx, bound.Spec.VolumeName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return
+	}
+	for ev := range vw.ResultChan() {
+		if ev.Type == watch.Deleted {
+			return
+		}
+	}
+	t.Fatalf("volume %s not deleted with its claim: %v", bound.Spec.VolumeName, ctx.Err())
 }
