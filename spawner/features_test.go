@@ -32,10 +32,16 @@ func waitDeleted(t *testing.T, ctx context.Context, kind, ns, name string) {
 	switch kind {
 	case "secret":
 		w, err = cluster.Client.CoreV1().Secrets(ns).Watch(ctx, sel)
-		exists = func() bool { _, e := cluster.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{}); return e == nil }
+		exists = func() bool {
+			_, e := cluster.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+			return e == nil
+		}
 	case "service":
 		w, err = cluster.Client.CoreV1().Services(ns).Watch(ctx, sel)
-		exists = func() bool { _, e := cluster.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); return e == nil }
+		exists = func() bool {
+			_, e := cluster.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+			return e == nil
+		}
 	}
 	if err != nil {
 		t.Fatal(err)
