@@ -1,10 +1,10 @@
-# The two commands a new user needs are `make cluster` and `make test`;
+# The two commands a new user needs are `make quickstart` and `make test`;
 # README.md explains both.
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: all testbin test vet fmt-check cluster bench
+.PHONY: all testbin test vet fmt-check quickstart cluster bench
 
 all: test
 
@@ -28,6 +28,11 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [[ -n "$$out" ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+# The main job: spawn, poll and stop three servers on a simulated cluster.
+quickstart:
+	@testbin=$$(internal/tools/build.sh); \
+	SPAWNKIT_TESTBIN=$$testbin $(GO) run ./examples/quickstart
 
 # Starts a simulated cluster, reports it ready and keeps it up until Ctrl-C.
 cluster:

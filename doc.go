@@ -38,12 +38,13 @@
 // spawnkit is tested against a real kube-apiserver and, for pod
 // lifecycles, a simulated cluster of kube-scheduler,
 // kube-controller-manager and kwok with fake nodes, all built from the Go
-// module proxy (internal/testcluster, internal/tools). `make cluster`
-// starts one for you to explore.
+// module proxy (internal/testcluster, internal/tools). `make quickstart`
+// spawns servers on one; `make cluster` starts one for you to explore.
 //
 // # Status
 //
-// The module layout and the simulated cluster are in place; the packages
-// above are being filled in one by one and each package's documentation
-// says what it offers today.
+// naming, manifest and reflector are complete; spawner runs single
+// servers (profiles and the Manager for many servers are still to come);
+// orphan is not written yet. Each package's documentation says what it
+// offers today. examples/quickstart shows the whole flow.
 package spawnkit
