@@ -2,6 +2,7 @@ package spawner
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -9,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"sigs.k8s.io/yaml"
 
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
@@ -20,6 +20,15 @@ import (
 // security, scheduling, ...) are KubeSpawner's make_pod arguments and live
 // in Pod; the rest are the spawner's own. Load one with LoadConfig.
 type Config struct {
+	// ProfileList is KubeSpawner's profile_list; Resolve applies it.
+	ProfileList []Profile `json:"profile_list"`
+	// ProfileListFunc, when set, builds the profile list per start (a
+	// dynamic profile_list); it wins over ProfileList.
+	ProfileListFunc func(ctx context.Context) ([]Profile, error) `json:"-"`
+	// source holds the loaded option values, for Resolve to merge
+	// profile overrides into.
+	source map[string]any
+
 	// Pod is the pod template: every make_pod option of KubeSpawner,
 	// decoded by manifest.DecodePodSpec. Its Name, Labels, Annotations,
 	// Env and Cmd are filled per server by Start.
@@ -102,7 +111,7 @@ var podOptionKeys = []string{
 // option names. An unknown key, a value of the wrong type or a malformed
 // quantity is an error naming the key.
 func LoadConfig(data []byte) (Config, error) {
-	jsonData, err := yaml.YAMLToJSON(data)
+	jsonData, err := yamlToJSON(data)
 	if err != nil {
 		return Config{}, fmt.Errorf("spawner: config is neither YAML nor JSON: %w", err)
 	}
@@ -128,6 +137,9 @@ func LoadConfig(data []byte) (Config, error) {
 	}
 	podJSON, _ := json.Marshal(pod)
 	if c.Pod, err = manifest.DecodePodSpec(podJSON); err != nil {
+		return Config{}, fmt.Errorf("spawner: config: %w", err)
+	}
+	if c.source, err = decodeSource(jsonData); err != nil {
 		return Config{}, fmt.Errorf("spawner: config: %w", err)
 	}
 	return c, nil

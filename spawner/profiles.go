@@ -1,0 +1,417 @@
+package spawner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
+	"strings"
+	"unicode"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// Profile is one entry of KubeSpawner's profile_list.
+type Profile struct {
+	DisplayName string `json:"display_name"`
+	// Slug identifies the profile in user options; generated from
+	// DisplayName when empty.
+	Slug        string `json:"slug,omitempty"`
+	Default     bool   `json:"default,omitempty"`
+	Description string `json:"description,omitempty"`
+	// KubeSpawnerOverride holds option names and values applied over the
+	// Config: a mapping merges into a mapping option (null removes a key),
+	// anything else replaces the option.
+	KubeSpawnerOverride map[string]any `json:"kubespawner_override,omitempty"`
+	// ProfileOptions are the profile's choices, in order.
+	ProfileOptions OrderedOptions `json:"profile_options,omitempty"`
+}
+
+// ProfileOption is one choice a user makes within a profile.
+type ProfileOption struct {
+	DisplayName    string          `json:"display_name"`
+	Choices        OrderedChoices  `json:"choices,omitempty"`
+	UnlistedChoice *UnlistedChoice `json:"unlisted_choice,omitempty"`
+}
+
+// Choice is one predefined value of a ProfileOption.
+type Choice struct {
+	DisplayName         string         `json:"display_name"`
+	Default             bool           `json:"default,omitempty"`
+	KubeSpawnerOverride map[string]any `json:"kubespawner_override,omitempty"`
+}
+
+// UnlistedChoice lets a user type a value of their own; "{value}" in its
+// overrides is replaced by it.
+type UnlistedChoice struct {
+	Enabled              bool           `json:"enabled"`
+	DisplayName          string         `json:"display_name,omitempty"`
+	DisplayNameInChoices string         `json:"display_name_in_choices,omitempty"`
+	ValidationRegex      string         `json:"validation_regex,omitempty"`
+	ValidationMessage    string         `json:"validation_message,omitempty"`
+	KubeSpawnerOverride  map[string]any `json:"kubespawner_override,omitempty"`
+}
+
+// OrderedOptions keeps profile_options in their configured order.
+type OrderedOptions []NamedOption
+
+// NamedOption is a profile option with its name.
+type NamedOption struct {
+	Name string
+	ProfileOption
+}
+
+// OrderedChoices keeps choices in their configured order (the first is
+// the default when none is marked).
+type OrderedChoices []NamedChoice
+
+// NamedChoice is a choice with its key.
+type NamedChoice struct {
+	Key string
+	Choice
+}
+
+func (o *OrderedOptions) UnmarshalJSON(data []byte) error {
+	return unmarshalOrdered(data, func(key string, raw json.RawMessage) error {
+		var opt ProfileOption
+		if err := strictJSON(raw, &opt); err != nil {
+			return fmt.Errorf("profile option %s: %w", key, err)
+		}
+		*o = append(*o, NamedOption{Name: key, ProfileOption: opt})
+		return nil
+	})
+}
+
+func (o OrderedOptions) MarshalJSON() ([]byte, error) {
+	return marshalOrdered(len(o), func(i int) (string, any) { return o[i].Name, o[i].ProfileOption })
+}
+
+func (c *OrderedChoices) UnmarshalJSON(data []byte) error {
+	return unmarshalOrdered(data, func(key string, raw json.RawMessage) error {
+		var ch Choice
+		if err := strictJSON(raw, &ch); err != nil {
+			return fmt.Errorf("choice %s: %w", key, err)
+		}
+		*c = append(*c, NamedChoice{Key: key, Choice: ch})
+		return nil
+	})
+}
+
+func (c OrderedChoices) MarshalJSON() ([]byte, error) {
+	return marshalOrdered(len(c), func(i int) (string, any) { return c[i].Key, c[i].Choice })
+}
+
+func unmarshalOrdered(data []byte, add func(key string, raw json.RawMessage) error) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return fmt.Errorf("want a mapping")
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return err
+		}
+		if err := add(tok.(string), raw); err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token()
+	return err
+}
+
+func marshalOrdered(n int, at func(i int) (string, any)) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i := range n {
+		k, v := at(i)
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		vb, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(vb)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+func strictJSON(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// ProfileError reports user options that do not fit the profile list.
+type ProfileError struct{ Msg string }
+
+func (e *ProfileError) Error() string { return "spawner: " + e.Msg }
+
+// Resolve returns the effective configuration for a server's user options
+// (profile, <option>, <option>--unlisted-choice), as KubeSpawner's
+// load_user_options does: the chosen (or default) profile's overrides,
+// then each option's chosen, unlisted or default choice's overrides.
+// Unknown profiles or choices, unlisted choices that are not enabled or
+// fail validation_regex are *ProfileError. profile_list works on a Config
+// from LoadConfig, whose option values it merges into.
+func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Config, error) {
+	profiles := c.ProfileList
+	if c.ProfileListFunc != nil {
+		var err error
+		if profiles, err = c.ProfileListFunc(ctx); err != nil {
+			return Config{}, fmt.Errorf("spawner: building the profile list: %w", err)
+		}
+	}
+	if len(profiles) == 0 {
+		if userOptions["profile"] != "" {
+			return Config{}, &ProfileError{Msg: fmt.Sprintf("profile %q requested, but no profile_list is configured", userOptions["profile"])}
+		}
+		return c, nil
+	}
+	if c.source == nil {
+		return Config{}, fmt.Errorf("spawner: profile_list needs a Config from LoadConfig (its overrides merge into the loaded options)")
+	}
+	profiles = initializeProfiles(profiles)
+	profile, err := pickProfile(profiles, userOptions["profile"])
+	if err != nil {
+		return Config{}, err
+	}
+	merged := deepCopyMap(c.source)
+	applyOverrides(merged, profile.KubeSpawnerOverride)
+	for _, opt := range profile.ProfileOptions {
+		unlisted := userOptions[opt.Name+"--unlisted-choice"]
+		choice := userOptions[opt.Name]
+		var overrides map[string]any
+		switch {
+		case unlisted != "":
+			u := opt.UnlistedChoice
+			if u == nil || !u.Enabled {
+				return Config{}, &ProfileError{Msg: fmt.Sprintf("received an unlisted choice for %s, which does not allow one", opt.Name)}
+			}
+			if u.ValidationRegex != "" {
+				// Python's re.match: anchored at the start only.
+				re, err := regexp.Compile(`^(?:` + u.ValidationRegex + `)`)
+				if err != nil {
+					return Config{}, fmt.Errorf("spawner: profile option %s: validation_regex: %w", opt.Name, err)
+				}
+				if !re.MatchString(unlisted) {
+					msg := u.ValidationMessage
+					if msg == "" {
+						msg = "it does not match " + u.ValidationRegex
+					}
+					return Config{}, &ProfileError{Msg: fmt.Sprintf("unlisted choice %q for %s rejected: %s", unlisted, opt.Name, msg)}
+				}
+			}
+			overrides = formatValue(u.KubeSpawnerOverride, unlisted).(map[string]any)
+		case choice != "":
+			i := indexChoice(opt.Choices, choice)
+			if i < 0 {
+				return Config{}, &ProfileError{Msg: fmt.Sprintf("no choice %q for %s; choices: %s", choice, opt.Name, choiceKeys(opt.Choices))}
+			}
+			overrides = opt.Choices[i].KubeSpawnerOverride
+		default:
+			if len(opt.Choices) == 0 {
+				return Config{}, &ProfileError{Msg: fmt.Sprintf("no value for %s, which has no default choice", opt.Name)}
+			}
+			for _, ch := range opt.Choices {
+				if ch.Default {
+					overrides = ch.KubeSpawnerOverride
+					break
+				}
+			}
+		}
+		applyOverrides(merged, overrides)
+	}
+	data, err := json.Marshal(merged)
+	if err != nil {
+		return Config{}, err
+	}
+	out, err := LoadConfig(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("spawner: profile %q: %w", profile.Slug, err)
+	}
+	out.ProfileListFunc = c.ProfileListFunc
+	return out, nil
+}
+
+// initializeProfiles fills slugs and defaults as KubeSpawner does.
+func initializeProfiles(in []Profile) []Profile {
+	out := make([]Profile, len(in))
+	copy(out, in)
+	anyDefault := false
+	for i := range out {
+		if out[i].Slug == "" {
+			out[i].Slug = Slugify(out[i].DisplayName)
+		}
+		anyDefault = anyDefault || out[i].Default
+		opts := make(OrderedOptions, len(out[i].ProfileOptions))
+		copy(opts, out[i].ProfileOptions)
+		for j := range opts {
+			choices := make(OrderedChoices, len(opts[j].Choices))
+			copy(choices, opts[j].Choices)
+			hasDefault := false
+			for _, ch := range choices {
+				hasDefault = hasDefault || ch.Default
+			}
+			if !hasDefault && len(choices) > 0 {
+				choices[0].Default = true
+			}
+			opts[j].Choices = choices
+		}
+		out[i].ProfileOptions = opts
+	}
+	if !anyDefault && len(out) > 0 {
+		out[0].Default = true
+	}
+	return out
+}
+
+func pickProfile(profiles []Profile, slug string) (Profile, error) {
+	var slugs []string
+	for _, p := range profiles {
+		if slug == "" && p.Default || slug != "" && p.Slug == slug {
+			return p, nil
+		}
+		slugs = append(slugs, p.Slug)
+	}
+	return Profile{}, &ProfileError{Msg: fmt.Sprintf("no such profile: %s; options include: %s", slug, strings.Join(slugs, ", "))}
+}
+
+func indexChoice(cs OrderedChoices, key string) int {
+	for i, c := range cs {
+		if c.Key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+func choiceKeys(cs OrderedChoices) string {
+	keys := make([]string, len(cs))
+	for i, c := range cs {
+		keys[i] = c.Key
+	}
+	return strings.Join(keys, ", ")
+}
+
+// applyOverrides is KubeSpawner's _apply_overrides over the option map: a
+// mapping merges recursively into a mapping (null removes a key), any
+// other value replaces the option.
+func applyOverrides(target map[string]any, overrides map[string]any) {
+	for k, v := range overrides {
+		if vm, ok := v.(map[string]any); ok {
+			if tm, ok := target[k].(map[string]any); ok {
+				recursiveUpdate(tm, vm)
+				continue
+			}
+			target[k] = deepCopyMap(vm)
+			continue
+		}
+		target[k] = v
+	}
+}
+
+func recursiveUpdate(target, update map[string]any) {
+	for k, v := range update {
+		switch v := v.(type) {
+		case map[string]any:
+			tm, ok := target[k].(map[string]any)
+			if !ok {
+				tm = map[string]any{}
+				target[k] = tm
+			}
+			recursiveUpdate(tm, v)
+		case nil:
+			delete(target, k)
+		default:
+			target[k] = v
+		}
+	}
+}
+
+func deepCopyMap(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = deepCopyValue(v)
+	}
+	return out
+}
+
+func deepCopyValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		return deepCopyMap(v)
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = deepCopyValue(e)
+		}
+		return out
+	}
+	return v
+}
+
+// formatValue replaces "{value}" in every string (keys included), as
+// KubeSpawner's recursive_format does for unlisted choices.
+func formatValue(v any, value string) any {
+	switch v := v.(type) {
+	case string:
+		return strings.ReplaceAll(v, "{value}", value)
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = formatValue(e, value)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[formatValue(k, value).(string)] = formatValue(e, value)
+		}
+		return out
+	case nil:
+		return map[string]any{}
+	}
+	return v
+}
+
+// Slugify makes a profile slug from a display name, like python-slugify
+// for Latin text: accents dropped, lowercase, runs of anything else '-'.
+func Slugify(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range norm.NFKD.String(s) {
+		if unicode.Is(unicode.Mn, r) {
+			continue
+		}
+		r = unicode.ToLower(r)
+		if r < 128 && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return strings.TrimRight(b.String(), "-")
+}
+
+// decodeSource keeps a loaded config's option values for Resolve.
+func decodeSource(jsonData []byte) (map[string]any, error) {
+	var m map[string]any
+	if err := json.Unmarshal(jsonData, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "profile_list")
+	return maps.Clone(m), nil
+}
