@@ -91,6 +91,12 @@ func (s *Spawner) Progress(ctx context.Context) <-chan ProgressEvent {
 	s.mu.Lock()
 	st := s.progress
 	s.mu.Unlock()
+	return followStream(ctx, st)
+}
+
+// followStream replays st and follows it until it finishes or ctx ends;
+// a nil stream closes at once.
+func followStream(ctx context.Context, st *stream) <-chan ProgressEvent {
 	out := make(chan ProgressEvent)
 	// The goroutine is owned by the reader: it ends with the stream or
 	// with the reader's ctx.

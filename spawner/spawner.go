@@ -259,10 +259,15 @@ var ErrStartTimeout = errors.New("the server did not become ready within start_t
 // and ready, returning the URL to reach it. A failed Start deletes the pod
 // it created (never the claim) and returns a *StartError.
 func (s *Spawner) Start(ctx context.Context) (string, error) {
+	return s.startWith(ctx, newStream())
+}
+
+// startWith is Start reporting to a given progress stream (the Manager
+// creates it before the start begins, so no reader misses it).
+func (s *Spawner) startWith(ctx context.Context, prog *stream) (string, error) {
 	s.op.Lock()
 	defer s.op.Unlock()
 	st := s.State()
-	prog := newStream()
 	s.mu.Lock()
 	s.progress = prog
 	s.mu.Unlock()
@@ -784,4 +789,21 @@ func (s *Spawner) url(pod *corev1.Pod) (string, error) {
 		u = s.hooks.PodURL(s, pod, u)
 	}
 	return u, nil
+}
+
+// watch waits for an existing pod (found by a Manager after a restart)
+// to become ready, as the last step of Start does.
+func (s *Spawner) watch(ctx context.Context, pod *corev1.Pod) (string, string, error) {
+	pods, err := s.podsHandle(ctx, pod.Namespace)
+	if err != nil {
+		return "", "", err
+	}
+	sub := s.registry.Subscribe(pod.Namespace, pod.Name)
+	defer sub.Close()
+	running, reason, err := s.waitReady(ctx, pods, nil, sub, pod, newStream(), s.clock.Now())
+	if err != nil {
+		return "", reason, err
+	}
+	url, err := s.url(running)
+	return url, "", err
 }
