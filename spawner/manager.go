@@ -70,6 +70,10 @@ type Manager struct {
 	// watch it. wg counts them.
 	stopping chan struct{}
 	wg       sync.WaitGroup
+	// started is closed once Start has begun, so calls racing with a
+	// Start that runs in another goroutine wait for it instead of failing.
+	started     chan struct{}
+	startedOnce sync.Once
 }
 
 type serverKey struct{ user, server string }
@@ -85,7 +89,8 @@ type managed struct {
 	busy    bool    // an operation is in flight
 }
 
-// ErrNotRunning is returned by Manager calls made outside Start.
+// ErrNotRunning is returned by Manager calls made after Start has ended,
+// or made before it and given up (their ctx ended) waiting for it.
 var ErrNotRunning = errors.New("spawner: the manager is not running (call Start)")
 
 // ErrBusy is returned when a server already has an operation in flight.
@@ -102,7 +107,7 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Manager{opts: opts, servers: map[serverKey]*managed{}}, nil
+	return &Manager{opts: opts, servers: map[serverKey]*managed{}, started: make(chan struct{})}, nil
 }
 
 // Start recovers the servers that exist in the cluster, then reconciles
@@ -117,6 +122,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.running = true
 	m.stopping = make(chan struct{})
 	m.mu.Unlock()
+	m.startedOnce.Do(func() { close(m.started) })
 	defer func() {
 		m.mu.Lock()
 		close(m.stopping)
@@ -150,6 +156,11 @@ func (m *Manager) Start(ctx context.Context) error {
 // opContext returns a context for a background operation that ends when
 // the manager stops, and registers the operation.
 func (m *Manager) opContext(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	select {
+	case <-m.started:
+	case <-ctx.Done():
+		return nil, nil, ErrNotRunning
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.running {
@@ -193,7 +204,8 @@ type SpawnOptions struct {
 	SSL         *SSL
 }
 
-// Spawn starts a server in the background and returns at once; Events
+// Spawn starts a server in the background and returns at once (waiting,
+// bounded by ctx, for Start to have begun if it runs concurrently); Events
 // follows the start and Status reports its outcome. ctx bounds nothing
 // after Spawn returns (it provides the logger); the start ends with the
 // manager.

@@ -164,7 +164,9 @@ func TestManagerNotRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Spawn(t.Context(), naming.Server{Username: "x"}, SpawnOptions{}); !errors.Is(err, ErrNotRunning) {
-		t.Errorf("Spawn before Start = %v, want ErrNotRunning", err)
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if err := m.Spawn(ctx, naming.Server{Username: "x"}, SpawnOptions{}); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Spawn without Start = %v, want ErrNotRunning", err)
 	}
 }
