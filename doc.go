@@ -43,8 +43,7 @@
 //
 // # Status
 //
-// naming, manifest and reflector are complete; spawner runs single
-// servers (profiles and the Manager for many servers are still to come);
-// orphan is not written yet. Each package's documentation says what it
+// naming, manifest, reflector and spawner (with profiles and the
+// Manager) are in place; orphan is not written yet. Each package's documentation says what it
 // offers today. examples/quickstart shows the whole flow.
 package spawnkit

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
@@ -65,6 +66,18 @@ type Config struct {
 	StorageExtraLabels      map[string]string                   `json:"storage_extra_labels"`
 	StorageExtraAnnotations map[string]string                   `json:"storage_extra_annotations"`
 	DeletePVC               *bool                               `json:"delete_pvc"` // default true
+	StorageSelector         *metav1.LabelSelector               `json:"storage_selector"`
+	// RememberPVCName keeps using the claim name saved in State after a
+	// template change (default true).
+	RememberPVCName *bool `json:"remember_pvc_name"`
+
+	// UIDFunc, GIDFunc, FSGIDFunc and SupplementalGIDsFunc compute the
+	// ids per server (KubeSpawner's callable uid, gid, fs_gid and
+	// supplemental_gids); they win over the values in Pod.
+	UIDFunc              func(naming.Server) *int64  `json:"-"`
+	GIDFunc              func(naming.Server) *int64  `json:"-"`
+	FSGIDFunc            func(naming.Server) *int64  `json:"-"`
+	SupplementalGIDsFunc func(naming.Server) []int64 `json:"-"`
 
 	// Networking and internal SSL.
 	ServicesEnabled bool   `json:"services_enabled"`

@@ -45,11 +45,31 @@
 // one Spawner are serialized. It holds the shared pod informer of its
 // namespace from first use until Close.
 //
-// # Not yet here
+// # Profiles
 //
-// Profiles (profile_list, profile_options), internal SSL and
-// services_enabled, pod_connect_ip, the Manager for many servers and a
-// handful of KubeSpawner options are still to come; Config lists what is
-// supported today, and LoadConfig rejects the rest by name rather than
-// ignoring it.
+// Config.ProfileList (KubeSpawner's profile_list, or ProfileListFunc for a
+// dynamic one) is applied by Config.Resolve to a user's options (profile,
+// <option>, <option>--unlisted-choice): the profile's overrides, then
+// each option's chosen, unlisted (validated by validation_regex, with
+// {value} substituted) or default choice's overrides, merged into the
+// loaded options (a mapping merges, null removes a key). A hub calls
+// Resolve and hands the result to New; the Manager does it in Spawn.
+//
+// # Manager
+//
+// Manager runs a hub's servers: Spawn starts one in the background and
+// Events streams its progress to any number of readers, each from the
+// beginning, always ending with a ready or failed event. Start(ctx)
+// recovers the servers that exist in the cluster (found by spawnkit's
+// managed-by label and mapped to servers by the raw names in their
+// annotations, so any replica can take over) and reconciles every
+// ReconcileInterval: a server whose pod went away becomes stopped, a pod
+// still starting is watched until it is ready or fails.
+//
+// # Not supported
+//
+// KubeSpawner options that only make sense inside JupyterHub's Python
+// process (the options form's HTML templates, Python callables other than
+// the id functions, traitlets-specific settings) have no equivalent;
+// LoadConfig rejects every unknown option by name instead of ignoring it.
 package spawner

@@ -224,7 +224,7 @@ func (s *Spawner) LoadState(st State) {
 	if st.DNSName != "" {
 		s.state.DNSName = st.DNSName
 	}
-	if st.PVCName != "" {
+	if st.PVCName != "" && boolOr(s.cfg.RememberPVCName, true) {
 		s.state.PVCName = st.PVCName
 	}
 }
@@ -440,6 +440,7 @@ func (s *Spawner) ensurePVC(ctx context.Context, ns string) error {
 	obj, err := manifest.PVC(manifest.PVCSpec{
 		Name:         name,
 		StorageClass: s.cfg.StorageClass,
+		Selector:     s.cfg.StorageSelector,
 		AccessModes:  s.cfg.StorageAccessModes,
 		Storage:      s.cfg.StorageCapacity,
 		Labels:       s.labels(naming.CommonLabels(s.server, s.cfg.StorageExtraLabels, s.cfg.CommonLabels)),
@@ -484,6 +485,17 @@ func (s *Spawner) labels(l map[string]string) map[string]string {
 func (s *Spawner) buildPod(st State) (*corev1.Pod, error) {
 	spec := s.cfg.Pod
 	spec.Name = st.PodName
+	for _, f := range []struct {
+		fn     func(naming.Server) *int64
+		target **int64
+	}{{s.cfg.UIDFunc, &spec.UID}, {s.cfg.GIDFunc, &spec.GID}, {s.cfg.FSGIDFunc, &spec.FSGID}} {
+		if f.fn != nil {
+			*f.target = f.fn(s.server)
+		}
+	}
+	if s.cfg.SupplementalGIDsFunc != nil {
+		spec.SupplementalGIDs = s.cfg.SupplementalGIDsFunc(s.server)
+	}
 	spec.Port = s.cfg.Port
 	if s.cfg.Cmd != nil {
 		spec.Cmd = s.cfg.Cmd
