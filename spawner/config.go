@@ -105,7 +105,8 @@ type Seconds float64
 func (s Seconds) Duration() time.Duration { return time.Duration(float64(s) * float64(time.Second)) }
 
 // DefaultFatalReasons are container waiting reasons that end a Start at
-// once instead of waiting for the start timeout.
+// once instead of waiting for the start timeout. ErrImagePull ends it
+// when it comes back after the kubelet's retry.
 var DefaultFatalReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CrashLoopBackOff"}
 
 // podOptionKeys are the KubeSpawner options that are make_pod arguments.

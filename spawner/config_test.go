@@ -133,3 +133,26 @@ func TestIDFuncs(t *testing.T) {
 		t.Errorf("supplementalGroups = %v", got)
 	}
 }
+
+func TestErrImagePullIsFatalWhenItRepeats(t *testing.T) {
+	status := func(reason string) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "notebook", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}}}}}
+	}
+	p := pullTracker{}
+	for i, tc := range []struct {
+		reason string
+		fatal  bool
+	}{{"ErrImagePull", false}, {"ErrImagePull", false}, {"ContainerCreating", false}, {"ErrImagePull", true}} {
+		pod := status(tc.reason)
+		p.observe(pod)
+		reason, _ := fatalReason(pod, DefaultFatalReasons)
+		got := reason != "" && p.fatal(reason)
+		if got != tc.fatal {
+			t.Errorf("step %d (%s): fatal = %v, want %v", i, tc.reason, got, tc.fatal)
+		}
+	}
+	if reason, _ := fatalReason(status("ImagePullBackOff"), DefaultFatalReasons); reason == "" || !(pullTracker{}).fatal(reason) {
+		t.Error("ImagePullBackOff is not fatal at once")
+	}
+}

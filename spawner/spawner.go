@@ -683,6 +683,7 @@ func (s *Spawner) waitReady(ctx context.Context, pods *reflector.Pods, events *r
 	// An event is reported once per occurrence (uid and count), and only
 	// if newer than this Start (timestamps have second precision).
 	seen := map[string]bool{}
+	pulls := pullTracker{}
 	marker := started.Truncate(time.Second)
 	var slow <-chan time.Time
 	if after := s.cfg.SlowSpawnMessageAfter.Duration(); after > 0 {
@@ -707,7 +708,8 @@ func (s *Spawner) waitReady(ctx context.Context, pods *reflector.Pods, events *r
 		case err != nil:
 			return nil, timeoutReason(ctx), s.waitErr(ctx, err)
 		case ok && pod.UID == created.UID:
-			if reason, msg := fatalReason(pod, s.cfg.FatalReasons); reason != "" {
+			pulls.observe(pod)
+			if reason, msg := fatalReason(pod, s.cfg.FatalReasons); reason != "" && pulls.fatal(reason) {
 				return nil, reason, fmt.Errorf("container %s", msg)
 			}
 			if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
@@ -743,6 +745,49 @@ func (s *Spawner) waitErr(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (%s): %w", ErrStartTimeout, s.cfg.StartTimeout.Duration(), err)
 	}
 	return err
+}
+
+// pullTracker makes ErrImagePull fatal only when it comes back: a single
+// failed pull is often a registry hiccup that the kubelet's retry fixes.
+// It counts, per container, the times its state turned to ErrImagePull.
+type pullTracker map[string]*pullState
+
+type pullState struct {
+	last  string
+	count int
+}
+
+// fatal reports whether a fatal reason ends the start now.
+func (p pullTracker) fatal(reason string) bool {
+	if reason != "ErrImagePull" {
+		return true
+	}
+	for _, st := range p {
+		if st.count >= 2 {
+			return true
+		}
+	}
+	return false
+}
+
+// observe records every container's waiting reason; call it on every
+// state of the pod seen.
+func (p pullTracker) observe(pod *corev1.Pod) {
+	for _, cs := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
+		st := p[cs.Name]
+		if st == nil {
+			st = &pullState{}
+			p[cs.Name] = st
+		}
+		cur := ""
+		if cs.State.Waiting != nil {
+			cur = cs.State.Waiting.Reason
+		}
+		if cur == "ErrImagePull" && st.last != "ErrImagePull" {
+			st.count++
+		}
+		st.last = cur
+	}
 }
 
 // fatalReason returns a fatal waiting reason of any container.
