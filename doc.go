@@ -43,7 +43,7 @@
 //
 // # Status
 //
-// naming, manifest, reflector and spawner (with profiles and the
-// Manager) are in place; orphan is not written yet. Each package's documentation says what it
-// offers today. examples/quickstart shows the whole flow.
+// All five packages are in place. examples/quickstart shows the whole
+// flow, examples/orphan-sweeper the orphan clean-up. Each package's documentation
+// states its contract.
 package spawnkit

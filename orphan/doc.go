@@ -1,5 +1,43 @@
-// Package orphan lists and safely deletes cluster resources that no
-// server known to the hub owns.
+// Package orphan finds and safely deletes the objects no server of a hub
+// owns: pods, claims, secrets, services and user namespaces left behind by
+// bugs, a database reset or rollback, or a change of name template or
+// namespace.
 //
-// Not yet implemented: this package is a placeholder in the module layout.
+// # Who decides
+//
+// The hub supplies the servers it knows (Known: user, server name, and
+// whether it should be running); List computes the difference with the
+// cluster, and Cleanup deletes what the caller chooses. Neither side needs
+// the other's internals.
+//
+// # Finding and attributing
+//
+// Objects are found by spawnkit's label (DefaultSelector) and mapped to a
+// server through the annotations that hold the raw user and server names
+// (naming.Annotations) — never by re-rendering today's templates — so
+// objects named by an old template or living in an old namespace are still
+// found and attributed. Objects without the label are never looked at;
+// objects with it but without the annotations are reported as
+// unattributed and left alone unless asked for.
+//
+// The rules: a pod of an unknown server, or of a server the hub believes
+// stopped, is an orphan. A claim belongs to its user: a claim of a known
+// user is never an orphan, one of an unknown user is. A secret or service
+// is an orphan when its server is unknown or its owning pod is gone. A user
+// namespace is an orphan when its user is unknown and no spawnkit pod is
+// left in it.
+//
+// # Deleting safely
+//
+// Cleanup deletes with the UID and resourceVersion List saw as
+// preconditions: an object re-created or changed since List is skipped,
+// never deleted. It honours DryRun, a minimum age (DefaultMinAge: a server
+// being started right now is never touched), the kinds to delete (claims
+// and namespaces only when asked for) and a concurrency limit, treats an
+// object already gone as such, and reports every orphan as deleted,
+// skipped with the reason, or failed with the error.
+//
+// A Sweeper runs List and Cleanup on an interval, with metrics, and with
+// client-go leader election so that of several hub replicas only one
+// sweeps. List, Cleanup and a Sweeper are safe for concurrent use.
 package orphan

@@ -472,13 +472,18 @@ func (s *Spawner) ensurePVC(ctx context.Context, ns string) error {
 	return nil
 }
 
-// labels adds spawnkit's managed-by label.
+// labels adds what every object spawnkit creates carries: the managed-by
+// and component labels and the server name label (the user name label
+// comes with CommonLabels). orphan finds objects by them; the raw names
+// are in the annotations.
 func (s *Spawner) labels(l map[string]string) map[string]string {
 	out := maps.Clone(l)
 	if out == nil {
 		out = map[string]string{}
 	}
 	out[ManagedByLabel] = ManagedByValue
+	out[naming.LabelComponent] = s.cfg.ComponentLabel
+	out[naming.LabelServername] = naming.SafeLabel(s.server.Servername)
 	return out
 }
 
