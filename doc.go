@@ -43,7 +43,7 @@
 //
 // # Status
 //
-// All five packages are in place. examples/quickstart shows the whole
-// flow, examples/orphan-sweeper the orphan clean-up. Each package's documentation
-// states its contract.
+// All five packages are in place, and each package's documentation states
+// its contract. examples/quickstart shows the whole flow,
+// examples/orphan-sweeper the orphan clean-up.
 package spawnkit

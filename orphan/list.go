@@ -190,17 +190,25 @@ func listInto(ctx context.Context, opts Options, ns string, kind Kind, in *inven
 	var list func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error)
 	switch kind {
 	case KindPod:
-		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return core.Pods(ns).List(ctx, o) }
+		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return core.Pods(ns).List(ctx, o)
+		}
 	case KindPVC:
 		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return core.PersistentVolumeClaims(ns).List(ctx, o)
 		}
 	case KindSecret:
-		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return core.Secrets(ns).List(ctx, o) }
+		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return core.Secrets(ns).List(ctx, o)
+		}
 	case KindService:
-		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return core.Services(ns).List(ctx, o) }
+		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return core.Services(ns).List(ctx, o)
+		}
 	case KindNamespace:
-		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return core.Namespaces().List(ctx, o) }
+		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return core.Namespaces().List(ctx, o)
+		}
 	default:
 		return fmt.Errorf("orphan: unknown kind %q", kind)
 	}
