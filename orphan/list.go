@@ -9,12 +9,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/pager"
 
 	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
 )
 
 // Kind is a kind of object spawnkit creates.
@@ -124,6 +126,10 @@ type Options struct {
 	LabelSelector string
 	// PageSize bounds each LIST page. Default: 500.
 	PageSize int64
+	// Registry, when set, serves the pods from its shared informers (its
+	// pod label selector must cover spawnkit's pods) instead of a LIST;
+	// the other kinds are always listed.
+	Registry *reflector.Registry
 }
 
 // List finds the objects no known server owns. Objects are found by
@@ -153,7 +159,11 @@ func List(ctx context.Context, known *Known, opts Options) ([]Orphan, error) {
 	// Pods are listed even when not asked for: secrets, services and
 	// namespaces are judged by them.
 	for _, ns := range namespaces {
-		if err := listInto(ctx, opts, ns, KindPod, in); err != nil {
+		if opts.Registry != nil {
+			if err := podsFromRegistry(ctx, opts, ns, in); err != nil {
+				return nil, err
+			}
+		} else if err := listInto(ctx, opts, ns, KindPod, in); err != nil {
 			return nil, err
 		}
 		for _, k := range kinds {
@@ -219,17 +229,7 @@ func listInto(ctx context.Context, opts Options, ns string, kind Kind, in *inven
 		if err != nil {
 			return err
 		}
-		o := object{kind: kind, meta: m}
-		for _, ref := range m.OwnerReferences {
-			if ref.Kind == "Pod" && ref.APIVersion == "v1" {
-				o.ownerPods = append(o.ownerPods, ref.UID)
-			}
-		}
-		if user, ok := m.Annotations[naming.AnnotationUsername]; ok && user != "" {
-			o.attributed = true
-			o.key = ServerKey{User: user, Server: m.Annotations[naming.AnnotationServername]}
-		}
-		in.objects = append(in.objects, o)
+		in.add(kind, m)
 		return nil
 	})
 	if err != nil {
@@ -238,6 +238,45 @@ func listInto(ctx context.Context, opts Options, ns string, kind Kind, in *inven
 			where = "all namespaces"
 		}
 		return fmt.Errorf("orphan: listing %ss in %s: %w", strings.ToLower(string(kind)), where, err)
+	}
+	return nil
+}
+
+// add records an object by its metadata.
+func (in *inventory) add(kind Kind, m metav1.ObjectMeta) {
+	o := object{kind: kind, meta: m}
+	for _, ref := range m.OwnerReferences {
+		if ref.Kind == "Pod" && ref.APIVersion == "v1" {
+			o.ownerPods = append(o.ownerPods, ref.UID)
+		}
+	}
+	if user, ok := m.Annotations[naming.AnnotationUsername]; ok && user != "" {
+		o.attributed = true
+		o.key = ServerKey{User: user, Server: m.Annotations[naming.AnnotationServername]}
+	}
+	in.objects = append(in.objects, o)
+}
+
+// podsFromRegistry reads the pods of ns from the registry's shared
+// informer (after its first sync), filtered by the label selector.
+func podsFromRegistry(ctx context.Context, opts Options, ns string, in *inventory) error {
+	sel, err := labels.Parse(opts.LabelSelector)
+	if err != nil {
+		return fmt.Errorf("orphan: label selector %q: %w", opts.LabelSelector, err)
+	}
+	pods, err := opts.Registry.Pods(ctx, ns)
+	if err != nil {
+		return err
+	}
+	defer pods.Release()
+	list, err := pods.List(ctx, metav1.NamespaceAll)
+	if err != nil {
+		return fmt.Errorf("orphan: reading pods from the shared cache: %w", err)
+	}
+	for _, p := range list {
+		if sel.Matches(labels.Set(p.Labels)) {
+			in.add(KindPod, p.ObjectMeta)
+		}
 	}
 	return nil
 }

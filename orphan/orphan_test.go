@@ -17,6 +17,7 @@ import (
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
 )
 
 var cluster *testcluster.Cluster
@@ -363,4 +364,24 @@ func TestSweepersWithLeaderElection(t *testing.T) {
 		t.Errorf("sweeps per replica: %d and %d; want exactly one replica sweeping", a, b)
 	}
 	t.Logf("sweeps per replica: %d and %d", a, b)
+}
+
+func TestListFromRegistry(t *testing.T) {
+	testcluster.Require(t, cluster)
+	ns, _, _, known := scenario(t)
+	r, err := reflector.New(reflector.Options{Config: cluster.Config, PodLabelSelector: DefaultSelector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromCache, err := List(t.Context(), known, Options{Client: cluster.Client, Namespaces: []string{ns}, Registry: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromList, err := List(t.Context(), known, Options{Client: cluster.Client, Namespaces: []string{ns}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := summary(fromCache, ns), summary(fromList, ns); !slices.Equal(a, b) || len(a) == 0 {
+		t.Errorf("from the shared cache %v, from LIST %v", a, b)
+	}
 }
