@@ -48,18 +48,13 @@ func PVC(spec PVCSpec) (*corev1.PersistentVolumeClaim, error) {
 				corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany, corev1.ReadWriteOncePod}))
 		}
 	}
-	errs = append(errs, validateLabels(field.NewPath("labels"), spec.Labels)...)
-	errs = append(errs, validateAnnotations(field.NewPath("annotations"), spec.Annotations)...)
+	errs = append(errs, validateMeta(spec.Labels, spec.Annotations)...)
 	if len(errs) > 0 {
 		return nil, &ValidationError{Kind: "PersistentVolumeClaim", Name: spec.Name, Errs: errs}
 	}
 	pvc := &corev1.PersistentVolumeClaim{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        spec.Name,
-			Labels:      cloneMap(spec.Labels),
-			Annotations: cloneMap(spec.Annotations),
-		},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: objectMeta(spec.Name, spec.Labels, spec.Annotations, nil),
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: append([]corev1.PersistentVolumeAccessMode(nil), spec.AccessModes...),
 			Resources: corev1.VolumeResourceRequirements{
@@ -115,20 +110,14 @@ func Secret(spec SecretSpec) (*corev1.Secret, error) {
 			errs = append(errs, field.Required(field.NewPath(f.name), "PEM contents"))
 		}
 	}
-	errs = append(errs, validateLabels(field.NewPath("labels"), spec.Labels)...)
-	errs = append(errs, validateAnnotations(field.NewPath("annotations"), spec.Annotations)...)
+	errs = append(errs, validateMeta(spec.Labels, spec.Annotations)...)
 	if len(errs) > 0 {
 		return nil, &ValidationError{Kind: "Secret", Name: spec.Name, Errs: errs}
 	}
 	trust := strings.TrimRight(universalNewlines(spec.CA), "\n") + "\n" + universalNewlines(spec.HubCA)
 	return &corev1.Secret{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            spec.Name,
-			Labels:          cloneMap(spec.Labels),
-			Annotations:     cloneMap(spec.Annotations),
-			OwnerReferences: cloneOwners(spec.OwnerReferences),
-		},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: objectMeta(spec.Name, spec.Labels, spec.Annotations, spec.OwnerReferences),
 		Data: map[string][]byte{
 			SSLKeyKey:  []byte(universalNewlines(spec.Key)),
 			SSLCertKey: []byte(universalNewlines(spec.Cert)),
@@ -167,19 +156,13 @@ func Service(spec ServiceSpec) (*corev1.Service, error) {
 		errs = append(errs, field.Required(field.NewPath("selector"), "a service without a selector would select nothing"))
 	}
 	errs = append(errs, validateLabels(field.NewPath("selector"), spec.Selector)...)
-	errs = append(errs, validateLabels(field.NewPath("labels"), spec.Labels)...)
-	errs = append(errs, validateAnnotations(field.NewPath("annotations"), spec.Annotations)...)
+	errs = append(errs, validateMeta(spec.Labels, spec.Annotations)...)
 	if len(errs) > 0 {
 		return nil, &ValidationError{Kind: "Service", Name: spec.Name, Errs: errs}
 	}
 	return &corev1.Service{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            spec.Name,
-			Labels:          cloneMap(spec.Labels),
-			Annotations:     cloneMap(spec.Annotations),
-			OwnerReferences: cloneOwners(spec.OwnerReferences),
-		},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: objectMeta(spec.Name, spec.Labels, spec.Annotations, spec.OwnerReferences),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
 			Ports:    []corev1.ServicePort{{Name: "http", Port: spec.Port, TargetPort: intstr.FromInt32(spec.Port)}},
@@ -201,18 +184,13 @@ func Namespace(spec NamespaceSpec) (*corev1.Namespace, error) {
 	for _, msg := range validation.IsDNS1123Label(spec.Name) {
 		errs = append(errs, field.Invalid(field.NewPath("name"), spec.Name, msg))
 	}
-	errs = append(errs, validateLabels(field.NewPath("labels"), spec.Labels)...)
-	errs = append(errs, validateAnnotations(field.NewPath("annotations"), spec.Annotations)...)
+	errs = append(errs, validateMeta(spec.Labels, spec.Annotations)...)
 	if len(errs) > 0 {
 		return nil, &ValidationError{Kind: "Namespace", Name: spec.Name, Errs: errs}
 	}
 	return &corev1.Namespace{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        spec.Name,
-			Labels:      cloneMap(spec.Labels),
-			Annotations: cloneMap(spec.Annotations),
-		},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: objectMeta(spec.Name, spec.Labels, spec.Annotations, nil),
 	}, nil
 }
 
@@ -228,6 +206,21 @@ func OwnerReference(podName string, podUID types.UID) metav1.OwnerReference {
 		BlockOwnerDeletion: ptr.To(true),
 		Controller:         ptr.To(false),
 	}
+}
+
+// objectMeta copies the metadata every builder sets.
+func objectMeta(name string, labels, annotations map[string]string, owners []metav1.OwnerReference) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:            name,
+		Labels:          cloneMap(labels),
+		Annotations:     cloneMap(annotations),
+		OwnerReferences: cloneOwners(owners),
+	}
+}
+
+// validateMeta checks the labels and annotations every builder takes.
+func validateMeta(labels, annotations map[string]string) field.ErrorList {
+	return append(validateLabels(field.NewPath("labels"), labels), validateAnnotations(field.NewPath("annotations"), annotations)...)
 }
 
 func cloneOwners(in []metav1.OwnerReference) []metav1.OwnerReference {

@@ -65,8 +65,7 @@ func validatePod(s *PodSpec) field.ErrorList {
 	if s.AllowPrivilegeEscalation < EscalationDenied || s.AllowPrivilegeEscalation > EscalationUnset {
 		errs = append(errs, field.Invalid(field.NewPath("allow_privilege_escalation"), int(s.AllowPrivilegeEscalation), "unknown setting"))
 	}
-	errs = append(errs, validateLabels(field.NewPath("labels"), s.Labels)...)
-	errs = append(errs, validateAnnotations(field.NewPath("annotations"), s.Annotations)...)
+	errs = append(errs, validateMeta(s.Labels, s.Annotations)...)
 	for _, q := range []struct {
 		name string
 		v    resource.Quantity

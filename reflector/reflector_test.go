@@ -83,6 +83,22 @@ func createEvent(t *testing.T, pod *corev1.Pod, reason string, at time.Time) {
 	}
 }
 
+// watchNamespace holds the pod and event informers of ns for the test.
+func watchNamespace(t *testing.T, r *Registry, ns string) (*Pods, *Events) {
+	t.Helper()
+	pods, err := r.Pods(t.Context(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pods.Release)
+	events, err := r.Events(t.Context(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(events.Release)
+	return pods, events
+}
+
 // eventually polls cond (tests only: the SDK waits on informers).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -215,16 +231,8 @@ func TestLabelSelectorAndNamespaces(t *testing.T) {
 func TestEventsByPodInTimeOrderAndBounded(t *testing.T) {
 	ns := newNamespace(t)
 	r := newRegistry(t, Options{MaxEventsPerPod: 3})
-	pods, err := r.Pods(t.Context(), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pods.Release()
-	events, err := r.Events(t.Context(), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer events.Release()
+	// The pod informer runs too: it is what drops a deleted pod's events.
+	_, events := watchNamespace(t, r, ns)
 
 	a := createPod(t, ns, "pod-a", nil)
 	b := createPod(t, ns, "pod-b", nil)
@@ -246,7 +254,7 @@ func TestEventsByPodInTimeOrderAndBounded(t *testing.T) {
 	// Once all five have been handled, the bound leaves the newest three,
 	// in time order, whatever order they arrived in.
 	var evs []*corev1.Event
-	err = wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		evs, _ = events.ForPod(ctx, ns, "pod-a")
 		return slices.Equal(reasonsOf(evs), []string{"R3", "R4", "R5"}), nil
 	})
@@ -281,16 +289,7 @@ func TestEventsByPodInTimeOrderAndBounded(t *testing.T) {
 func TestSubscriptionWakesOnPodAndEvent(t *testing.T) {
 	ns := newNamespace(t)
 	r := newRegistry(t, Options{})
-	pods, err := r.Pods(t.Context(), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pods.Release()
-	events, err := r.Events(t.Context(), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer events.Release()
+	pods, events := watchNamespace(t, r, ns)
 	if err := pods.WaitForSync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
