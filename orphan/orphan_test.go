@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -321,14 +322,16 @@ func TestSweepersWithLeaderElection(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	known := func(context.Context) (*Known, error) { return NewKnown(0), nil }
+	registries := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
 
 	sweepers := make([]*Sweeper, 2)
 	for i := range sweepers {
 		var err error
 		sweepers[i], err = NewSweeper(SweeperOptions{
 			Client: cluster.Client, Known: known, Interval: 50 * time.Millisecond,
-			List:    Options{Namespaces: []string{ns}},
-			Cleanup: CleanupOptions{MinAge: NoMinAge},
+			List:       Options{Namespaces: []string{ns}},
+			Cleanup:    CleanupOptions{MinAge: NoMinAge},
+			Registerer: registries[i],
 			LeaderElection: &LeaderElection{Namespace: ns, Name: "orphan-sweeper", Identity: fmt.Sprintf("replica-%d", i),
 				LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond},
 		})
@@ -364,6 +367,31 @@ func TestSweepersWithLeaderElection(t *testing.T) {
 		t.Errorf("sweeps per replica: %d and %d; want exactly one replica sweeping", a, b)
 	}
 	t.Logf("sweeps per replica: %d and %d", a, b)
+	// The metrics of the two replicas add up to one found and one deleted.
+	var found, deleted float64
+	for _, reg := range registries {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				switch {
+				case f.GetName() == "spawnkit_orphans_found_total" && labels["reason"] == string(ReasonServerUnknown):
+					found += m.GetCounter().GetValue()
+				case f.GetName() == "spawnkit_orphans_cleanup_total" && labels["outcome"] == "deleted":
+					deleted += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if found < 1 || deleted != 1 {
+		t.Errorf("metrics: %v found, %v deleted; want the stray pod found and deleted once", found, deleted)
+	}
 }
 
 func TestListFromRegistry(t *testing.T) {

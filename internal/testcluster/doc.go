@@ -13,7 +13,12 @@
 //
 // Pods misbehave on demand through BehaviorAnnotation: an image that cannot
 // be pulled, a container that exits with a chosen code, a container that
-// never becomes ready.
+// never becomes ready. A Lifecycle cluster's default StorageClass
+// (StorageClass) has kwok provision and bind claims at once, so pods with
+// claims schedule, and deleting a claim deletes its volume.
+// StopAPIServer and StartAPIServer take the API away and bring it back
+// (same address, same certificates, etcd untouched) to test how clients
+// ride out an outage; WaitForPod watches one pod until a condition holds.
 //
 // # Contract
 //
