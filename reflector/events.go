@@ -57,6 +57,9 @@ func (ev *Events) Release() { ev.once.Do(func() { ev.r.release(ev.e) }) }
 // WaitForSync waits until the informer has delivered its first list.
 func (ev *Events) WaitForSync(ctx context.Context) error { return waitSynced(ctx, ev.e) }
 
+// Namespace is the namespace the informer watches ("" for all).
+func (ev *Events) Namespace() string { return ev.e.key.Namespace }
+
 // Status returns the informer's health.
 func (ev *Events) Status() Status { return ev.e.status() }
 

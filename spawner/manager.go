@@ -229,20 +229,36 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 		m.wg.Done()
 		return ErrBusy
 	}
+	// Each start takes this start's options (profile, env, SSL); the
+	// names in use carry over, so a running server stays reachable.
+	fresh, err := New(s, Options{Client: m.opts.Client, Registry: m.opts.Registry, Config: cfg, Hooks: m.opts.Hooks,
+		Env: opts.Env, SSL: opts.SSL, Clock: m.opts.Clock})
+	if err != nil {
+		e.mu.Unlock()
+		cancel()
+		m.wg.Done()
+		return err
+	}
+	if e.spawner != nil {
+		fresh.LoadState(e.spawner.State())
+		e.spawner.Close()
+	}
+	e.spawner = fresh
 	e.busy = true
 	e.status.Phase, e.status.Err, e.status.URL = PhaseStarting, nil, ""
 	st := newStream()
 	e.events = st
+	sp := e.spawner
 	e.mu.Unlock()
 
 	go func() {
 		defer m.wg.Done()
 		defer cancel()
-		url, err := e.spawner.startWith(opCtx, st)
+		url, err := sp.startWith(opCtx, st)
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.busy = false
-		e.status.State = e.spawner.State()
+		e.status.State = sp.State()
 		if err != nil {
 			e.status.Phase, e.status.Err = PhaseFailed, err
 			return

@@ -170,3 +170,38 @@ func TestManagerNotRunning(t *testing.T) {
 		t.Errorf("Spawn without Start = %v, want ErrNotRunning", err)
 	}
 }
+
+func TestManagerSpawnUsesEachStartsProfile(t *testing.T) {
+	ns := newNamespace(t)
+	cfg, err := LoadConfig([]byte(`
+namespace: ` + ns + `
+image: base:1
+cmd: [jupyterhub-singleuser]
+profile_list:
+- display_name: Base
+- display_name: Big
+  kubespawner_override: {image: "big:2"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, stop := runManager(t, cfg, time.Minute)
+	defer stop()
+	srv := naming.Server{Username: "p-user"}
+	for _, tc := range []struct{ profile, image string }{{"", "base:1"}, {"big", "big:2"}} {
+		if err := m.Spawn(t.Context(), srv, SpawnOptions{UserOptions: map[string]string{"profile": tc.profile}}); err != nil {
+			t.Fatal(err)
+		}
+		st := waitPhase(t, m, srv, PhaseRunning)
+		pod, err := cluster.Client.CoreV1().Pods(ns).Get(t.Context(), st.State.PodName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pod.Spec.Containers[0].Image; got != tc.image {
+			t.Errorf("profile %q: image %s, want %s", tc.profile, got, tc.image)
+		}
+		if err := m.Stop(t.Context(), srv); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

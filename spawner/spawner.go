@@ -105,10 +105,29 @@ type Spawner struct {
 	state    State // names in use: from LoadState or the last Start
 	progress *stream
 	lastURL  string // the URL the last successful Start returned
-	// pods is this Spawner's hold on the shared pod informer of its
-	// namespace, kept from first use until Close so that Poll never
-	// restarts an informer.
-	pods *reflector.Pods
+	// pods and events are this Spawner's holds on the shared informers
+	// of its namespace, kept from first use until Close so that Poll and
+	// Start never restart an informer (a fresh LIST each time).
+	pods   *reflector.Pods
+	events *reflector.Events
+}
+
+// eventsHandle returns the Spawner's hold on the event informer of ns.
+func (s *Spawner) eventsHandle(ctx context.Context, ns string) (*reflector.Events, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.events != nil && s.events.Namespace() == ns {
+		return s.events, nil
+	}
+	ev, err := s.registry.Events(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	if s.events != nil {
+		s.events.Release()
+	}
+	s.events = ev
+	return ev, nil
 }
 
 // podsHandle returns the Spawner's hold on the pod informer of ns.
@@ -137,6 +156,10 @@ func (s *Spawner) Close() {
 	if s.pods != nil {
 		s.pods.Release()
 		s.pods = nil
+	}
+	if s.events != nil {
+		s.events.Release()
+		s.events = nil
 	}
 }
 
@@ -296,10 +319,9 @@ func (s *Spawner) start(ctx context.Context, st State, prog *stream, started tim
 	}
 	var events *reflector.Events
 	if boolOr(s.cfg.EventsEnabled, true) {
-		if events, err = s.registry.Events(ctx, ns); err != nil {
+		if events, err = s.eventsHandle(ctx, ns); err != nil {
 			return "", fail("watch", "", err)
 		}
-		defer events.Release()
 	}
 	sub := s.registry.Subscribe(ns, st.PodName)
 	defer sub.Close()
