@@ -26,9 +26,10 @@
 // node is Ready and schedulable and a warm-up pod has run), or an error
 // naming the step that failed and the log directory, with everything
 // already started stopped again. Stop stops every process and waits until
-// each has exited; a component never outlives the test binary, even one
-// killed by go test's timeout (components that this package starts run
-// with a parent-death signal). Each component writes to its own file in
+// each has exited. kube-scheduler, kube-controller-manager and kwok run
+// with a parent-death signal, so they die with a test binary killed
+// without teardown (go test's -timeout); etcd and kube-apiserver are
+// started by envtest, which sets none, and can outlive such a binary. Each component writes to its own file in
 // Cluster.LogDir.
 //
 // Main is TestMain's body: one cluster per test package, goleak after the
