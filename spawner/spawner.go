@@ -258,7 +258,7 @@ func (st State) String() string { b, _ := json.Marshal(st); return string(b) }
 // StartError reports which step of Start failed and why.
 type StartError struct {
 	Server naming.Server
-	Step   string // "naming", "namespace", "pvc", "pod", "hook", "wait"
+	Step   string // "watch", "namespace", "pvc", "pod", "hook", "service" or "wait"
 	// Reason is a container's waiting reason when a fatal one ended the
 	// wait (ErrImagePull, ...), or "Timeout".
 	Reason string
