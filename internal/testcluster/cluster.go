@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -206,6 +207,9 @@ func (c *Cluster) startControlPlane(binDir string) error {
 	}
 	env.ControlPlane.Etcd = &envtest.Etcd{Out: logs[0], Err: logs[0]}
 	api := env.ControlPlane.GetAPIServer()
+	if err := c.wrapWithDeathSignal(binDir, env); err != nil {
+		return err
+	}
 	api.Out, api.Err = logs[1], logs[1]
 	// A fixed certificate directory (envtest otherwise makes a new one,
 	// with a new serving CA, at every start) lets RestartAPIServer bring
@@ -242,6 +246,37 @@ func (c *Cluster) startControlPlane(binDir string) error {
 	}
 	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
 		return fmt.Errorf("building the admin client: %w", err)
+	}
+	return nil
+}
+
+// wrapWithDeathSignal points envtest at small wrappers that run etcd and
+// kube-apiserver under setpriv --pdeathsig KILL (util-linux, on every
+// Debian system), so they die with a test binary killed without teardown,
+// as the components this package starts itself do. Without setpriv the
+// binaries run as they are.
+func (c *Cluster) wrapWithDeathSignal(binDir string, env *envtest.Environment) error {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		return nil
+	}
+	dir := filepath.Join(c.LogDir, "bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	wrap := func(name string) (string, error) {
+		path := filepath.Join(dir, name)
+		script := fmt.Sprintf("#!/bin/sh\nexec %q --pdeathsig KILL -- %q \"$@\"\n", setpriv, filepath.Join(binDir, name))
+		if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+			return "", fmt.Errorf("writing %s: %w", path, err)
+		}
+		return path, nil
+	}
+	if env.ControlPlane.Etcd.Path, err = wrap("etcd"); err != nil {
+		return err
+	}
+	if env.ControlPlane.GetAPIServer().Path, err = wrap("kube-apiserver"); err != nil {
+		return err
 	}
 	return nil
 }

@@ -1,14 +1,17 @@
 package testcluster_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +29,11 @@ import (
 var cluster *testcluster.Cluster
 
 func TestMain(m *testing.M) {
+	if os.Getenv("TESTCLUSTER_HELPER") == "1" {
+		// The helper of TestKilledBinaryLeavesNoProcesses starts its own
+		// cluster and is killed; it needs no package cluster.
+		os.Exit(m.Run())
+	}
 	testcluster.Main(m, testcluster.Options{Level: testcluster.Lifecycle, Progress: os.Stderr}, &cluster)
 }
 
@@ -546,4 +554,85 @@ func TestClaimIsProvisionedAndDeleted(t *testing.T) {
 		}
 	}
 	t.Fatalf("volume %s not deleted with its claim: %v", bound.Spec.VolumeName, ctx.Err())
+}
+
+// TestKilledBinaryLeavesNoProcesses runs a helper test binary that starts
+// a Lifecycle cluster, kills it with SIGKILL (no teardown runs, as when go
+// test's -timeout fires) and checks that every component dies with it.
+func TestKilledBinaryLeavesNoProcesses(t *testing.T) {
+	if os.Getenv("TESTCLUSTER_HELPER") == "1" {
+		c, err := testcluster.Start(context.Background(), testcluster.Options{Level: testcluster.Lifecycle, Nodes: 1})
+		if err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(1)
+		}
+		fmt.Println("LOGS", c.LogDir)
+		for _, pid := range childPIDs(t) {
+			fmt.Println("PID", pid)
+		}
+		fmt.Println("READY")
+		select {} // wait to be killed
+	}
+	testcluster.Require(t, cluster)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledBinaryLeavesNoProcesses$", "-test.timeout=5m")
+	cmd.Env = append(os.Environ(), "TESTCLUSTER_HELPER=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	var logDir string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Text()
+		if pid, ok := strings.CutPrefix(line, "PID "); ok {
+			n, _ := strconv.Atoi(pid)
+			pids = append(pids, n)
+		}
+		if dir, ok := strings.CutPrefix(line, "LOGS "); ok {
+			logDir = dir
+		}
+		if strings.HasPrefix(line, "ERROR") {
+			t.Fatal(line)
+		}
+		if line == "READY" {
+			break
+		}
+	}
+	defer os.RemoveAll(logDir)
+	if len(pids) != 5 {
+		_ = cmd.Process.Kill()
+		t.Fatalf("helper reported %d component processes, want 5", len(pids))
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	alive := func() []int {
+		var left []int
+		for _, pid := range pids {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				continue
+			}
+			rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+			if f := strings.Fields(rest); len(f) > 0 && f[0] != "Z" && f[0] != "X" {
+				left = append(left, pid)
+			}
+		}
+		return left
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(alive()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if left := alive(); len(left) > 0 {
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		t.Fatalf("components %v outlived the killed test binary", left)
+	}
 }

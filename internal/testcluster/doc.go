@@ -26,10 +26,10 @@
 // node is Ready and schedulable and a warm-up pod has run), or an error
 // naming the step that failed and the log directory, with everything
 // already started stopped again. Stop stops every process and waits until
-// each has exited. kube-scheduler, kube-controller-manager and kwok run
-// with a parent-death signal, so they die with a test binary killed
-// without teardown (go test's -timeout); etcd and kube-apiserver are
-// started by envtest, which sets none, and can outlive such a binary. Each component writes to its own file in
+// each has exited. Every component runs with a parent-death signal
+// (etcd and kube-apiserver, which envtest starts, through setpriv from
+// util-linux), so none outlives a test binary killed without teardown, as
+// by go test's -timeout; a test kills such a binary and checks. Each component writes to its own file in
 // Cluster.LogDir.
 //
 // Main is TestMain's body: one cluster per test package, goleak after the
