@@ -333,7 +333,7 @@ func TestSweepersWithLeaderElection(t *testing.T) {
 			Cleanup:    CleanupOptions{MinAge: NoMinAge},
 			Registerer: registries[i],
 			LeaderElection: &LeaderElection{Namespace: ns, Name: "orphan-sweeper", Identity: fmt.Sprintf("replica-%d", i),
-				LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond},
+				LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 500 * time.Millisecond},
 		})
 		if err != nil {
 			t.Fatal(err)
