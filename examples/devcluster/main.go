@@ -50,10 +50,10 @@ func run(nodes int, once bool) error {
 	fmt.Printf("cluster ready in %s (api server %s, nodes %s, first pod %s)\n",
 		t.Total.Round(time.Millisecond), t.ControlPlane.Round(time.Millisecond),
 		t.Nodes.Round(time.Millisecond), t.FirstPod.Round(time.Millisecond))
-	fmt.Printf("api server: %s\nkubeconfig: %s\nlogs:       %s\n", c.Config.Host, c.Kubeconfig, c.LogDir)
 	if once {
-		return nil
+		return nil // the cluster, its kubeconfig and logs go away now
 	}
+	fmt.Printf("api server: %s\nkubeconfig: %s\nlogs:       %s\n", c.Config.Host, c.Kubeconfig, c.LogDir)
 	fmt.Println("press Ctrl-C to stop")
 	<-ctx.Done()
 	return nil
