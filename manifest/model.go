@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Override replaces one top-level field of a container or pod spec, as an
@@ -235,42 +237,50 @@ func normalizeKeys(raw json.RawMessage, t reflect.Type, path string) ([]byte, er
 
 // applyOverrides replaces top-level fields of *target (a container or pod
 // spec) as KubeSpawner's update_k8s_model does: whole fields, no deep
-// merge; null removes; an unknown key is an error naming it.
-func applyOverrides[T any](target *T, overrides Overrides, path string) error {
+// merge; null removes. Every bad entry is reported at its own path: an
+// unknown key, or a value that does not decode into its field.
+func applyOverrides[T any](target *T, overrides Overrides, path *field.Path) field.ErrorList {
 	if len(overrides) == 0 {
 		return nil
 	}
 	current, err := json.Marshal(target)
 	if err != nil {
-		return err
+		return field.ErrorList{field.InternalError(path, err)}
 	}
 	obj := map[string]json.RawMessage{}
 	if err := json.Unmarshal(current, &obj); err != nil {
-		return err
+		return field.ErrorList{field.InternalError(path, err)}
 	}
-	ft := fieldsOf(reflect.TypeFor[T]())
+	typ := reflect.TypeFor[T]()
+	ft := fieldsOf(typ)
+	var errs field.ErrorList
 	for _, ov := range overrides {
+		p := path.Child(ov.Key)
 		fi, ok := ft.canonical(ov.Key)
 		if !ok {
-			return fmt.Errorf("%s: %s has no field %q", path, reflect.TypeFor[T]().Name(), ov.Key)
+			errs = append(errs, field.Invalid(p, abbreviate(ov.Value), fmt.Sprintf("%s has no such field", typ.Name())))
+			continue
 		}
 		if isNull(ov.Value) {
 			delete(obj, fi.name)
 			continue
 		}
-		// Decode the value on its own first, so an error names the key.
 		if err := strictDecode(ov.Value, reflect.New(fi.typ).Interface()); err != nil {
-			return fmt.Errorf("%s.%s: %w", path, ov.Key, err)
+			errs = append(errs, field.Invalid(p, abbreviate(ov.Value), err.Error()))
+			continue
 		}
 		obj[fi.name] = ov.Value
 	}
+	if len(errs) > 0 {
+		return errs
+	}
 	merged, err := json.Marshal(obj)
 	if err != nil {
-		return err
+		return field.ErrorList{field.InternalError(path, err)}
 	}
 	var out T
 	if err := strictDecode(merged, &out); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return field.ErrorList{field.InternalError(path, err)}
 	}
 	*target = out
 	return nil

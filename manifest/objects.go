@@ -33,7 +33,7 @@ type PVCSpec struct {
 // PVC builds a user's claim.
 func PVC(spec PVCSpec) (*corev1.PersistentVolumeClaim, error) {
 	var errs field.ErrorList
-	errs = append(errs, validateName(field.NewPath("name"), spec.Name)...)
+	errs = append(errs, validateName(spec.Name, validation.IsDNS1123Subdomain)...)
 	if spec.Storage.Sign() <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("storage"), spec.Storage.String(), "must be a positive quantity"))
 	}
@@ -101,7 +101,7 @@ type SecretSpec struct {
 // in text mode, "\r\n" and lone "\r" in the contents become "\n".
 func Secret(spec SecretSpec) (*corev1.Secret, error) {
 	var errs field.ErrorList
-	errs = append(errs, validateName(field.NewPath("name"), spec.Name)...)
+	errs = append(errs, validateName(spec.Name, validation.IsDNS1123Subdomain)...)
 	for _, f := range []struct {
 		name string
 		v    []byte
@@ -146,12 +146,8 @@ type ServiceSpec struct {
 func Service(spec ServiceSpec) (*corev1.Service, error) {
 	var errs field.ErrorList
 	// Service names are DNS-1035 labels: they become DNS names.
-	for _, msg := range validation.IsDNS1035Label(spec.Name) {
-		errs = append(errs, field.Invalid(field.NewPath("name"), spec.Name, msg))
-	}
-	if spec.Port < 1 || spec.Port > 65535 {
-		errs = append(errs, field.Invalid(field.NewPath("port"), spec.Port, "must be between 1 and 65535"))
-	}
+	errs = append(errs, validateName(spec.Name, validation.IsDNS1035Label)...)
+	errs = append(errs, validatePort(spec.Port)...)
 	if len(spec.Selector) == 0 {
 		errs = append(errs, field.Required(field.NewPath("selector"), "a service without a selector would select nothing"))
 	}
@@ -181,9 +177,7 @@ type NamespaceSpec struct {
 // Namespace builds a user namespace.
 func Namespace(spec NamespaceSpec) (*corev1.Namespace, error) {
 	var errs field.ErrorList
-	for _, msg := range validation.IsDNS1123Label(spec.Name) {
-		errs = append(errs, field.Invalid(field.NewPath("name"), spec.Name, msg))
-	}
+	errs = append(errs, validateName(spec.Name, validation.IsDNS1123Label)...)
 	errs = append(errs, validateMeta(spec.Labels, spec.Annotations)...)
 	if len(errs) > 0 {
 		return nil, &ValidationError{Kind: "Namespace", Name: spec.Name, Errs: errs}

@@ -231,11 +231,11 @@ func Pod(spec PodSpec) (*corev1.Pod, error) {
 		pod.Spec.AutomountServiceAccountToken = ptr.To(false)
 	}
 
-	if err := applyOverrides(&container, spec.ExtraContainerConfig, "extra_container_config"); err != nil {
-		return nil, &ValidationError{Kind: "Pod", Name: spec.Name, Errs: field.ErrorList{field.Invalid(field.NewPath("extra_container_config"), "", err.Error())}}
+	if errs := applyOverrides(&container, spec.ExtraContainerConfig, field.NewPath("extra_container_config")); len(errs) > 0 {
+		return nil, &ValidationError{Kind: "Pod", Name: spec.Name, Errs: errs}
 	}
-	pod.Spec.Containers = append([]corev1.Container{container}, deepCopyContainers(spec.ExtraContainers)...)
-	pod.Spec.InitContainers = deepCopyContainers(spec.InitContainers)
+	pod.Spec.Containers = append([]corev1.Container{container}, deepCopyAll(spec.ExtraContainers)...)
+	pod.Spec.InitContainers = deepCopyAll(spec.InitContainers)
 	for i := range spec.Tolerations {
 		pod.Spec.Tolerations = append(pod.Spec.Tolerations, *spec.Tolerations[i].DeepCopy())
 	}
@@ -253,8 +253,8 @@ func Pod(spec PodSpec) (*corev1.Pod, error) {
 	pod.Spec.Affinity = affinity(&spec)
 	pod.Spec.PriorityClassName = spec.PriorityClassName
 
-	if err := applyOverrides(&pod.Spec, spec.ExtraPodConfig, "extra_pod_config"); err != nil {
-		return nil, &ValidationError{Kind: "Pod", Name: spec.Name, Errs: field.ErrorList{field.Invalid(field.NewPath("extra_pod_config"), "", err.Error())}}
+	if errs := applyOverrides(&pod.Spec, spec.ExtraPodConfig, field.NewPath("extra_pod_config")); len(errs) > 0 {
+		return nil, &ValidationError{Kind: "Pod", Name: spec.Name, Errs: errs}
 	}
 	return pod, nil
 }
@@ -386,8 +386,6 @@ func deepCopyAll[T any, P interface {
 	}
 	return out
 }
-
-func deepCopyContainers(in []corev1.Container) []corev1.Container { return deepCopyAll(in) }
 
 func cloneMap(m map[string]string) map[string]string {
 	if m == nil {

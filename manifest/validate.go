@@ -31,13 +31,11 @@ func IsInvalid(err error) bool {
 
 func validatePod(s *PodSpec) field.ErrorList {
 	var errs field.ErrorList
-	errs = append(errs, validateName(field.NewPath("name"), s.Name)...)
+	errs = append(errs, validateName(s.Name, validation.IsDNS1123Subdomain)...)
 	if s.Image == "" {
 		errs = append(errs, field.Required(field.NewPath("image"), "the notebook image"))
 	}
-	if s.Port < 1 || s.Port > 65535 {
-		errs = append(errs, field.Invalid(field.NewPath("port"), s.Port, "must be between 1 and 65535"))
-	}
+	errs = append(errs, validatePort(s.Port)...)
 	switch s.ImagePullPolicy {
 	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 	default:
@@ -128,12 +126,21 @@ func validateMounts(s *PodSpec) field.ErrorList {
 	return errs
 }
 
-func validateName(p *field.Path, name string) field.ErrorList {
+// validateName checks an object name with one of apimachinery's
+// validators (which one depends on the kind).
+func validateName(name string, check func(string) []string) field.ErrorList {
 	var errs field.ErrorList
-	for _, msg := range validation.IsDNS1123Subdomain(name) {
-		errs = append(errs, field.Invalid(p, name, msg))
+	for _, msg := range check(name) {
+		errs = append(errs, field.Invalid(field.NewPath("name"), name, msg))
 	}
 	return errs
+}
+
+func validatePort(port int32) field.ErrorList {
+	if port < 1 || port > 65535 {
+		return field.ErrorList{field.Invalid(field.NewPath("port"), port, "must be between 1 and 65535")}
+	}
+	return nil
 }
 
 func validateLabels(p *field.Path, labels map[string]string) field.ErrorList {
