@@ -154,7 +154,7 @@ func Pod(spec PodSpec) (*corev1.Pod, error) {
 	}
 
 	volumes := slices.Clone(spec.Volumes)
-	mounts := slices.Clone(spec.VolumeMounts)
+	mounts := deepCopyAll(spec.VolumeMounts)
 	env := slices.Clone(spec.Env)
 	if spec.SSLSecretName != "" {
 		volumes = append(volumes, corev1.Volume{

@@ -3,6 +3,7 @@ package spawner
 import (
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -154,5 +155,26 @@ func TestErrImagePullIsFatalWhenItRepeats(t *testing.T) {
 	}
 	if reason, _ := fatalReason(status("ImagePullBackOff"), DefaultFatalReasons); reason == "" || !(pullTracker{}).fatal(reason) {
 		t.Error("ImagePullBackOff is not fatal at once")
+	}
+}
+
+func TestNewRejectsBadTemplates(t *testing.T) {
+	for key, mutate := range map[string]func(*Config){
+		"volumes": func(c *Config) {
+			c.Pod.Volumes = []corev1.Volume{{Name: "home", VolumeSource: corev1.VolumeSource{
+				HostPath: &corev1.HostPathVolumeSource{Path: "/data/{usrname}"}}}}
+		},
+		"volume_mounts":     func(c *Config) { c.Pod.VolumeMounts = []corev1.VolumeMount{{Name: "home", MountPath: "/home/{"}} },
+		"environment":       func(c *Config) { c.Environment = map[string]string{"X": "{nope}"} },
+		"extra_labels":      func(c *Config) { c.ExtraLabels = map[string]string{"x": "}"} },
+		"extra_annotations": func(c *Config) { c.ExtraAnnotations = map[string]string{"x": "{nope}"} },
+		"pod_connect_ip":    func(c *Config) { c.PodConnectIP = "{nope}.svc" },
+	} {
+		cfg := baseConfig("default")
+		mutate(&cfg)
+		_, err := New(naming.Server{Username: "tina"}, Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: cfg})
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: New = %v, want an error naming %s", key, err, key)
+		}
 	}
 }

@@ -62,9 +62,7 @@ func (s *Spawner) Poll(ctx context.Context) (Status, error) {
 	case corev1.PodPending, corev1.PodRunning, "":
 		status := Status{Running: true, Phase: pod.Status.Phase}
 		if pod.Status.PodIP != "" {
-			if status.URL, err = s.url(pod); err != nil {
-				return status, err
-			}
+			status.URL = s.url(pod)
 			s.mu.Lock()
 			status.URLChanged = s.lastURL != "" && s.lastURL != status.URL
 			s.mu.Unlock()

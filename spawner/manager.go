@@ -416,8 +416,7 @@ func (m *Manager) adopt(ctx context.Context, srv naming.Server, pod *corev1.Pod)
 	e.spawner.LoadState(State{PodName: pod.Name, Namespace: pod.Namespace})
 	e.status.State = e.spawner.State()
 	if isReady(pod) {
-		url, err := e.spawner.url(pod)
-		e.status.Phase, e.status.URL, e.status.Err = PhaseRunning, url, err
+		e.status.Phase, e.status.URL, e.status.Err = PhaseRunning, e.spawner.url(pod), nil
 		e.mu.Unlock()
 		return nil
 	}

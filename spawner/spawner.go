@@ -110,6 +110,8 @@ type Spawner struct {
 	// Start never restart an informer (a fresh LIST each time).
 	pods   *reflector.Pods
 	events *reflector.Events
+
+	rendered rendered // set by New, read-only after
 }
 
 // eventsHandle returns the Spawner's hold on the event informer of ns.
@@ -197,8 +199,56 @@ func New(server naming.Server, opts Options) (*Spawner, error) {
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
 	}
+	if err := s.render(); err != nil {
+		return nil, fmt.Errorf("spawner: server %q of user %q: %w", server.Servername, server.Username, err)
+	}
 	s.state = State{PodName: names.Pod, Namespace: names.Namespace, DNSName: names.DNS, Version: Version}
 	return s, nil
+}
+
+// rendered are the templated options of a server, expanded once by New
+// (so a bad template fails there, before any API call, and Start and Poll
+// never parse templates).
+type rendered struct {
+	extraLabels, extraAnnotations, environment map[string]string
+	volumes                                    []corev1.Volume
+	mounts                                     []corev1.VolumeMount
+	connectHost                                string // pod_connect_ip, when set
+}
+
+func (s *Spawner) render() error {
+	r := &s.rendered
+	var err error
+	for _, m := range []struct {
+		key    string
+		in     map[string]string
+		target *map[string]string
+	}{
+		{"extra_labels", s.cfg.ExtraLabels, &r.extraLabels},
+		{"extra_annotations", s.cfg.ExtraAnnotations, &r.extraAnnotations},
+		{"environment", s.cfg.Environment, &r.environment},
+	} {
+		if *m.target, err = s.expandMap(m.in); err != nil {
+			return fmt.Errorf("%s: %w", m.key, err)
+		}
+	}
+	r.volumes, r.mounts = s.cfg.Pod.Volumes, s.cfg.Pod.VolumeMounts
+	if err := s.expandTyped(&r.volumes); err != nil {
+		return fmt.Errorf("volumes: %w", err)
+	}
+	if err := s.expandTyped(&r.mounts); err != nil {
+		return fmt.Errorf("volume_mounts: %w", err)
+	}
+	if s.cfg.PodConnectIP != "" {
+		t, err := naming.Parse(s.cfg.PodConnectIP, s.templateSyntax())
+		if err != nil {
+			return fmt.Errorf("pod_connect_ip: %w", err)
+		}
+		if r.connectHost, err = t.Execute(s.names.Fields); err != nil {
+			return fmt.Errorf("pod_connect_ip: %w", err)
+		}
+	}
+	return nil
 }
 
 // detectNamespace is the hub's namespace when running in a cluster, else
@@ -373,7 +423,7 @@ func (s *Spawner) start(ctx context.Context, st State, prog *stream, started tim
 	if err != nil {
 		return "", fail("wait", reason, cleanup(err))
 	}
-	return s.url(running)
+	return s.url(running), nil
 }
 
 // ensureOwned creates the internal-SSL secret and the service, owned by
@@ -527,35 +577,21 @@ func (s *Spawner) buildPod(st State) (*corev1.Pod, error) {
 	if s.cfg.Cmd != nil {
 		spec.Cmd = s.cfg.Cmd
 	}
-	extraLabels, err := s.expandMap(s.cfg.ExtraLabels)
-	if err != nil {
-		return nil, fmt.Errorf("extra_labels: %w", err)
-	}
-	extraAnnotations, err := s.expandMap(s.cfg.ExtraAnnotations)
-	if err != nil {
-		return nil, fmt.Errorf("extra_annotations: %w", err)
-	}
-	spec.Labels = s.labels(naming.PodLabels(s.server, s.cfg.ComponentLabel, extraLabels, s.cfg.CommonLabels))
-	spec.Annotations = naming.Annotations(s.server, extraAnnotations)
-	env := make([]corev1.EnvVar, 0, len(s.cfg.Environment)+len(spec.Env)+len(s.env))
+	r := s.rendered
+	spec.Labels = s.labels(naming.PodLabels(s.server, s.cfg.ComponentLabel, r.extraLabels, s.cfg.CommonLabels))
+	spec.Annotations = naming.Annotations(s.server, r.extraAnnotations)
+	env := make([]corev1.EnvVar, 0, len(r.environment)+len(spec.Env)+len(s.env))
 	env = append(env, spec.Env...)
-	environment, err := s.expandMap(s.cfg.Environment)
-	if err != nil {
-		return nil, fmt.Errorf("environment: %w", err)
-	}
-	for _, k := range sortedKeys(environment) {
-		env = append(env, corev1.EnvVar{Name: k, Value: environment[k]})
+	for _, k := range slices.Sorted(maps.Keys(r.environment)) {
+		env = append(env, corev1.EnvVar{Name: k, Value: r.environment[k]})
 	}
 	spec.Env = append(env, s.env...)
 	if s.ssl != nil {
 		spec.SSLSecretName, spec.SSLSecretMountPath = s.names.Secret, s.cfg.SecretMountPath
 	}
-	if err := s.expandTyped(&spec.Volumes); err != nil {
-		return nil, fmt.Errorf("volumes: %w", err)
-	}
-	if err := s.expandTyped(&spec.VolumeMounts); err != nil {
-		return nil, fmt.Errorf("volume_mounts: %w", err)
-	}
+	// manifest.Pod copies what it is given, so the rendered values are
+	// never changed by a build.
+	spec.Volumes, spec.VolumeMounts = r.volumes, r.mounts
 	pod, err := manifest.Pod(spec)
 	if err != nil {
 		return nil, err
@@ -604,21 +640,8 @@ func (s *Spawner) expandTyped(target any) error {
 	return json.Unmarshal(raw, target)
 }
 
-func (s *Spawner) templateSyntax() naming.Syntax {
-	if s.cfg.TemplateSyntax == "go" {
-		return naming.Go
-	}
-	return naming.KubeSpawner
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+// templateSyntax is the syntax of every template in the configuration.
+func (s *Spawner) templateSyntax() naming.Syntax { return s.namer.Options().Syntax }
 
 // withRetry runs one API call under the request timeout, retrying under
 // the retry timeout.
@@ -847,7 +870,7 @@ func isReady(pod *corev1.Pod) bool {
 // http://<dns name>:<port> with services, http://<pod_connect_ip>:<port>
 // when that template is set, else http://<pod IP>:<port> (IPv6 in
 // brackets); the PodURL hook has the last word.
-func (s *Spawner) url(pod *corev1.Pod) (string, error) {
+func (s *Spawner) url(pod *corev1.Pod) string {
 	port := strconv.Itoa(int(s.cfg.Port))
 	st := s.State()
 	var u string
@@ -856,23 +879,15 @@ func (s *Spawner) url(pod *corev1.Pod) (string, error) {
 		u = "https://" + net.JoinHostPort(st.DNSName, port)
 	case s.cfg.ServicesEnabled:
 		u = "http://" + net.JoinHostPort(st.DNSName, port)
-	case s.cfg.PodConnectIP != "":
-		t, err := naming.Parse(s.cfg.PodConnectIP, s.templateSyntax())
-		if err != nil {
-			return "", fmt.Errorf("pod_connect_ip: %w", err)
-		}
-		host, err := t.Execute(s.names.Fields)
-		if err != nil {
-			return "", fmt.Errorf("pod_connect_ip: %w", err)
-		}
-		u = "http://" + net.JoinHostPort(host, port)
+	case s.rendered.connectHost != "":
+		u = "http://" + net.JoinHostPort(s.rendered.connectHost, port)
 	default:
 		u = "http://" + net.JoinHostPort(pod.Status.PodIP, port)
 	}
 	if s.hooks.PodURL != nil {
 		u = s.hooks.PodURL(s, pod, u)
 	}
-	return u, nil
+	return u
 }
 
 // watch waits for an existing pod (found by a Manager after a restart)
@@ -888,6 +903,5 @@ func (s *Spawner) watch(ctx context.Context, pod *corev1.Pod) (string, string, e
 	if err != nil {
 		return "", reason, err
 	}
-	url, err := s.url(running)
-	return url, "", err
+	return s.url(running), "", nil
 }
