@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"regexp"
 	"strings"
 	"unicode"
@@ -413,5 +412,5 @@ func decodeSource(jsonData []byte) (map[string]any, error) {
 		return nil, err
 	}
 	delete(m, "profile_list")
-	return maps.Clone(m), nil
+	return m, nil
 }
