@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -271,10 +272,13 @@ func waitSynced(ctx context.Context, e *entry) error {
 
 // Status returns the health of every running informer.
 func (r *Registry) Status() map[Key]Status {
+	// Counting a large cache takes a while: do it outside the lock that
+	// the informers' handlers need to wake subscribers.
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make(map[Key]Status, len(r.entries))
-	for k, e := range r.entries {
+	entries := maps.Clone(r.entries)
+	r.mu.Unlock()
+	out := make(map[Key]Status, len(entries))
+	for k, e := range entries {
 		out[k] = e.status()
 	}
 	return out
