@@ -80,11 +80,14 @@ type Registry struct {
 	maxEvent int
 	clock    clock.PassiveClock
 
-	mu sync.Mutex // guards entries and subs
+	mu sync.Mutex // guards entries
 	// entries are the running informers.
 	entries map[Key]*entry
 	// subs are the open subscriptions by pod namespace/name.
 	subs map[string]map[*Subscription]struct{}
+	// subsMu guards subs. It is separate from mu because every informer
+	// event takes it to wake subscribers.
+	subsMu sync.Mutex
 }
 
 // entry is one running informer and its holders.

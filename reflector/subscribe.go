@@ -18,8 +18,8 @@ type Subscription struct {
 // not it exists yet). Close it when done.
 func (r *Registry) Subscribe(namespace, name string) *Subscription {
 	s := &Subscription{r: r, key: podKey(namespace, name), c: make(chan struct{}, 1)}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.subsMu.Lock()
+	defer r.subsMu.Unlock()
 	set := r.subs[s.key]
 	if set == nil {
 		set = map[*Subscription]struct{}{}
@@ -35,8 +35,8 @@ func (s *Subscription) C() <-chan struct{} { return s.c }
 // Close ends the subscription. Calling it more than once is harmless.
 func (s *Subscription) Close() {
 	s.once.Do(func() {
-		s.r.mu.Lock()
-		defer s.r.mu.Unlock()
+		s.r.subsMu.Lock()
+		defer s.r.subsMu.Unlock()
 		if set := s.r.subs[s.key]; set != nil {
 			delete(set, s)
 			if len(set) == 0 {
@@ -48,8 +48,8 @@ func (s *Subscription) Close() {
 
 // notify wakes the subscribers of a pod without blocking.
 func (r *Registry) notify(key string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.subsMu.Lock()
+	defer r.subsMu.Unlock()
 	for s := range r.subs[key] {
 		select {
 		case s.c <- struct{}{}:
