@@ -156,3 +156,30 @@ func TransformPod(obj any) (any, error) {
 	pod.Spec = spec
 	return pod, nil
 }
+
+// OnChange calls fn for every pod the informer adds, updates or deletes
+// (deleted true), starting with an add for every pod already cached. fn
+// runs in the informer's goroutine, so it must be fast (enqueue work) and
+// must not change the pod, which is the cache's own. The returned
+// function removes the handler; the handler also ends with the handle's
+// Release.
+func (p *Pods) OnChange(fn func(pod *corev1.Pod, deleted bool)) (remove func(), err error) {
+	call := func(obj any, deleted bool) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if pod, ok := obj.(*corev1.Pod); ok {
+			fn(pod, deleted)
+		}
+	}
+	reg, err := p.e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { call(obj, false) },
+		UpdateFunc: func(_, obj any) { call(obj, false) },
+		DeleteFunc: func(obj any) { call(obj, true) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { _ = p.e.informer.RemoveEventHandler(reg) }) }, nil
+}

@@ -12,7 +12,7 @@ func BenchmarkPoll(b *testing.B) {
 	ns := newNamespace(b)
 	s := newSpawner(b, naming.Server{Username: "bench"}, baseConfig(ns))
 	ctx := context.Background()
-	if _, err := s.Start(ctx); err != nil {
+	if _, err := s.Start(ctx, StartOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	defer s.Stop(ctx, StopOptions{Now: true})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
@@ -88,7 +90,7 @@ type Config struct {
 	StartTimeout              Seconds  `json:"start_timeout"`                 // default 300
 	K8sAPIRequestTimeout      Seconds  `json:"k8s_api_request_timeout"`       // default 3
 	K8sAPIRequestRetryTimeout Seconds  `json:"k8s_api_request_retry_timeout"` // default 30
-	DeleteGracePeriod         Seconds  `json:"delete_grace_period"`           // default 1
+	DeleteGracePeriod         *Seconds `json:"delete_grace_period"`           // default 1; 0 means 0
 	DeleteStoppedPods         *bool    `json:"delete_stopped_pods"`           // default true
 	EventsEnabled             *bool    `json:"events_enabled"`                // default true
 	FatalReasons              []string `json:"fatal_reasons"`                 // spawnkit's own; default DefaultFatalReasons
@@ -105,9 +107,11 @@ type Seconds float64
 func (s Seconds) Duration() time.Duration { return time.Duration(float64(s) * float64(time.Second)) }
 
 // DefaultFatalReasons are container waiting reasons that end a Start at
-// once instead of waiting for the start timeout. ErrImagePull ends it
-// when it comes back after the kubelet's retry.
-var DefaultFatalReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CrashLoopBackOff"}
+// once instead of waiting for the start timeout. Image pulls have their
+// own rule: a container whose pull fails a second time (ErrImagePull,
+// back-off, ErrImagePull again) ends the start; listing ErrImagePull or
+// ImagePullBackOff here makes the first occurrence fatal.
+var DefaultFatalReasons = []string{"InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError", "CrashLoopBackOff"}
 
 // podOptionKeys are the KubeSpawner options that are make_pod arguments.
 var podOptionKeys = []string{
@@ -182,8 +186,8 @@ func (c Config) withDefaults() Config {
 	if c.K8sAPIRequestRetryTimeout == 0 {
 		c.K8sAPIRequestRetryTimeout = 30
 	}
-	if c.DeleteGracePeriod == 0 {
-		c.DeleteGracePeriod = 1
+	if c.DeleteGracePeriod == nil {
+		c.DeleteGracePeriod = ptr.To[Seconds](1)
 	}
 	if c.SlowSpawnMessageAfter == 0 {
 		c.SlowSpawnMessageAfter = 30
@@ -195,6 +199,36 @@ func (c Config) withDefaults() Config {
 		c.FatalReasons = DefaultFatalReasons
 	}
 	return c
+}
+
+// validate checks the options that would otherwise fail only at Start,
+// after objects exist, and reports all problems at once by option name.
+func (c *Config) validate() error {
+	var errs []error
+	if c.Port < 1 || c.Port > 65535 {
+		errs = append(errs, fmt.Errorf("port: %d is not a port number (1-65535)", c.Port))
+	}
+	if c.Pod.Image == "" {
+		errs = append(errs, errors.New("image: must be set"))
+	}
+	for _, t := range []struct {
+		key string
+		v   Seconds
+	}{
+		{"start_timeout", c.StartTimeout}, {"k8s_api_request_timeout", c.K8sAPIRequestTimeout},
+		{"k8s_api_request_retry_timeout", c.K8sAPIRequestRetryTimeout},
+	} {
+		if t.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s: %v must be positive", t.key, float64(t.v)))
+		}
+	}
+	if c.DeleteGracePeriod != nil && *c.DeleteGracePeriod < 0 {
+		errs = append(errs, fmt.Errorf("delete_grace_period: %v must not be negative", float64(*c.DeleteGracePeriod)))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("spawner: invalid configuration: %w", errors.Join(errs...))
+	}
+	return nil
 }
 
 func boolOr(b *bool, def bool) bool {

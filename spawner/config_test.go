@@ -92,7 +92,7 @@ func TestLoadKubeSpawnerConfig(t *testing.T) {
 		"start_timeout":                   c.StartTimeout == 600,
 		"k8s_api_request_timeout":         c.K8sAPIRequestTimeout == 5,
 		"k8s_api_request_retry_timeout":   c.K8sAPIRequestRetryTimeout == 60,
-		"delete_grace_period":             c.DeleteGracePeriod == 2,
+		"delete_grace_period":             c.DeleteGracePeriod != nil && *c.DeleteGracePeriod == 2,
 		"delete_stopped_pods":             c.DeleteStoppedPods != nil && !*c.DeleteStoppedPods,
 		"events_enabled":                  c.EventsEnabled != nil && *c.EventsEnabled,
 		"fatal_reasons":                   reflect.DeepEqual(c.FatalReasons, []string{"ErrImagePull"}),
@@ -122,11 +122,11 @@ func TestIDFuncs(t *testing.T) {
 	cfg := baseConfig("default")
 	cfg.UIDFunc = func(s naming.Server) *int64 { return ptr.To(int64(1000 + s.UserID)) }
 	cfg.SupplementalGIDsFunc = func(naming.Server) []int64 { return []int64{7} }
-	s := newSpawner(t, naming.Server{Username: "ida", UserID: 5}, cfg)
-	pod, err := s.buildPod(s.State())
+	o, err := Plan(t.Context(), naming.Server{Username: "ida", UserID: 5}, cfg, StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	pod := o.Pod
 	if got := *pod.Spec.Containers[0].SecurityContext.RunAsUser; got != 1005 {
 		t.Errorf("runAsUser = %d, want 1005 from UIDFunc", got)
 	}
@@ -135,30 +135,35 @@ func TestIDFuncs(t *testing.T) {
 	}
 }
 
-func TestErrImagePullIsFatalWhenItRepeats(t *testing.T) {
+func TestImagePullFailsOnTheSecondFailedPull(t *testing.T) {
 	status := func(reason string) *corev1.Pod {
 		return &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
 			Name: "notebook", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}}}}}
 	}
-	p := pullTracker{}
+	p := newPullTracker(2)
 	for i, tc := range []struct {
 		reason string
 		fatal  bool
-	}{{"ErrImagePull", false}, {"ErrImagePull", false}, {"ContainerCreating", false}, {"ErrImagePull", true}} {
+	}{
+		{"ContainerCreating", false}, {"ErrImagePull", false}, {"ImagePullBackOff", false},
+		{"ImagePullBackOff", false}, {"ErrImagePull", true},
+	} {
 		pod := status(tc.reason)
-		p.observe(pod)
-		reason, _ := fatalReason(pod, DefaultFatalReasons)
-		got := reason != "" && p.fatal(reason)
+		_, got := p.observe(pod)
+		if r, _ := fatalReason(pod, DefaultFatalReasons); r != "" {
+			t.Errorf("step %d: %s is in DefaultFatalReasons; the pull rule should decide", i, r)
+		}
 		if got != tc.fatal {
 			t.Errorf("step %d (%s): fatal = %v, want %v", i, tc.reason, got, tc.fatal)
 		}
 	}
-	if reason, _ := fatalReason(status("ImagePullBackOff"), DefaultFatalReasons); reason == "" || !(pullTracker{}).fatal(reason) {
-		t.Error("ImagePullBackOff is not fatal at once")
+	// Listed in fatal_reasons, the first occurrence is fatal.
+	if r, _ := fatalReason(status("ErrImagePull"), []string{"ErrImagePull"}); r != "ErrImagePull" {
+		t.Error("ErrImagePull listed in fatal_reasons is not fatal at once")
 	}
 }
 
-func TestNewRejectsBadTemplates(t *testing.T) {
+func TestPlanRejectsBadTemplates(t *testing.T) {
 	for key, mutate := range map[string]func(*Config){
 		"volumes": func(c *Config) {
 			c.Pod.Volumes = []corev1.Volume{{Name: "home", VolumeSource: corev1.VolumeSource{
@@ -172,9 +177,9 @@ func TestNewRejectsBadTemplates(t *testing.T) {
 	} {
 		cfg := baseConfig("default")
 		mutate(&cfg)
-		_, err := New(naming.Server{Username: "tina"}, Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: cfg})
+		_, err := Plan(t.Context(), naming.Server{Username: "tina"}, cfg, StartOptions{})
 		if err == nil || !strings.Contains(err.Error(), key) {
-			t.Errorf("%s: New = %v, want an error naming %s", key, err, key)
+			t.Errorf("%s: Plan = %v, want an error naming %s", key, err, key)
 		}
 	}
 }

@@ -62,14 +62,13 @@ func TestInternalSSLSecretAndService(t *testing.T) {
 	ns := newNamespace(t)
 	s, err := New(naming.Server{Username: "heidi"}, Options{
 		Client: cluster.Client, Registry: sharedRegistry(t), Config: baseConfig(ns),
-		SSL: &SSL{Key: []byte("KEY\n"), Cert: []byte("CERT\n"), CA: []byte("CA\n"), HubCA: []byte("HUB\n")},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	ctx := ctxTimeout(t, 90*time.Second)
-	url, err := s.Start(ctx)
+	url, err := s.Start(ctx, StartOptions{SSL: &SSL{Key: []byte("KEY\n"), Cert: []byte("CERT\n"), CA: []byte("CA\n"), HubCA: []byte("HUB\n")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +120,7 @@ func TestURLVariantsAndHooks(t *testing.T) {
 	cfg := baseConfig(ns)
 	cfg.ServicesEnabled = true
 	s := newSpawner(t, naming.Server{Username: "ivan"}, cfg)
-	url, err := s.Start(ctx)
+	url, err := s.Start(ctx, StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +149,7 @@ func TestURLVariantsAndHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	url, err = s.Start(ctx)
+	url, err = s.Start(ctx, StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +168,7 @@ func TestURLVariantsAndHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s3.Close()
-	_, err = s3.Start(ctx)
+	_, err = s3.Start(ctx, StartOptions{})
 	var se *StartError
 	if !errors.As(err, &se) || se.Step != "hook" || !strings.Contains(err.Error(), "quota exceeded") {
 		t.Fatalf("Start with a failing hook = %v", err)
@@ -190,7 +189,7 @@ func TestPVCEnsureReuseAndDeleteForever(t *testing.T) {
 	cfg.Pod.VolumeMounts = []corev1.VolumeMount{{Name: "home", MountPath: "/home/{username}"}}
 
 	s := newSpawner(t, naming.Server{Username: "liz"}, cfg)
-	if _, err := s.Start(ctx); err != nil {
+	if _, err := s.Start(ctx, StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pvc, err := cluster.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "claim-liz", metav1.GetOptions{})
@@ -208,7 +207,7 @@ func TestPVCEnsureReuseAndDeleteForever(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A second Start reuses the claim.
-	if _, err := s.Start(ctx); err != nil {
+	if _, err := s.Start(ctx, StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	again, err := cluster.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "claim-liz", metav1.GetOptions{})
@@ -256,12 +255,17 @@ func TestPVCForbiddenWithExistingClaim(t *testing.T) {
 			client.PrependReactor("create", "persistentvolumeclaims", forbidden)
 			cfg := baseConfig("ns")
 			cfg.StorageCapacity = resource.MustParse("1Gi")
+			cfg.StoragePVCEnsure = true
 			s, err := New(naming.Server{Username: "mia"}, Options{Client: client, Registry: sharedRegistry(t), Config: cfg})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			err = s.ensurePVC(t.Context(), "ns")
+			o, perr := Plan(t.Context(), naming.Server{Username: "mia"}, cfg, StartOptions{})
+			if perr != nil {
+				t.Fatal(perr)
+			}
+			err = s.ensurePVC(t.Context(), &startRun{startID: "x"}, o.PVC)
 			if (err != nil) != tc.wantErr || (err != nil && !apierrors.IsForbidden(err)) {
 				t.Errorf("ensurePVC = %v, want error %v", err, tc.wantErr)
 			}

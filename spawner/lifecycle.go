@@ -9,104 +9,194 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
-	"github.com/spawnkit/spawnkit/manifest"
+	"github.com/spawnkit/spawnkit/naming"
 )
 
 // Status is what Poll reports, following KubeSpawner's contract.
 type Status struct {
 	// Running is true while the pod is pending or running ("not exited").
-	Running bool
+	Running bool `json:"running"`
+	// Ready is true while the pod is ready (its PodReady condition).
+	Ready bool `json:"ready"`
 	// ExitCode is set when Running is false: the notebook container's exit
 	// code, or 1 when there is no pod (or no container status).
-	ExitCode int
+	ExitCode int `json:"exit_code"`
+	// Reason and Message say why the server is not running (Exited,
+	// OOMKilled, Evicted, PodDeleted, PodEnded).
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
 	// URL is the server's current URL while it runs, and URLChanged
 	// whether it differs from the one the last Start returned (a pod IP
 	// can change when a pod is replaced behind the hub's back).
-	URL        string
-	URLChanged bool
+	URL        string `json:"url,omitempty"`
+	URLChanged bool   `json:"url_changed,omitempty"`
 	// Phase is the pod's phase, "" without a pod.
-	Phase corev1.PodPhase
+	Phase corev1.PodPhase `json:"phase,omitempty"`
+	// Created is when the pod was created, ReadySince when it last became
+	// ready; zero when unknown.
+	Created    time.Time `json:"created,omitzero"`
+	ReadySince time.Time `json:"ready_since,omitzero"`
 }
 
 // Poll reports whether the server still runs. It reads only the shared
-// cache, after its first sync (bounded by ctx): never an API call, and
-// never a wrong "exited" from a cache that has not listed yet. A stopped
-// pod is deleted when delete_stopped_pods is on (the default).
+// cache, after its first sync (bounded by ctx): never an API call to
+// read, and never a wrong "exited" from a cache that has not listed yet.
+// A stopped pod is deleted when delete_stopped_pods is on (the default),
+// with a UID precondition so that a newer pod of a racing Start is never
+// touched. Poll does not wait for an operation in flight.
 func (s *Spawner) Poll(ctx context.Context) (Status, error) {
-	st := s.State()
-	pods, err := s.podsHandle(ctx, st.Namespace)
+	if s.isClosed() {
+		return Status{}, ErrClosed
+	}
+	s.mu.Lock()
+	ns, name := s.state.Namespace, s.state.PodName
+	s.mu.Unlock()
+	pods, err := s.podsHandle(ctx, ns)
 	if err != nil {
 		return Status{}, err
 	}
-	pod, ok, err := pods.Get(ctx, st.Namespace, st.PodName)
+	pod, ok, err := pods.Get(ctx, ns, name)
 	if err != nil {
-		return Status{}, fmt.Errorf("spawner: polling pod %s/%s: %w", st.Namespace, st.PodName, err)
+		return Status{}, fmt.Errorf("spawner: polling pod %s/%s: %w", ns, name, err)
 	}
 	if !ok {
-		return Status{ExitCode: 1}, nil
+		x := podExit(nil)
+		return Status{ExitCode: x.Code, Reason: x.Reason, Message: x.Message}, nil
 	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name != manifest.ContainerName || cs.State.Terminated == nil {
-			continue
-		}
-		status := Status{ExitCode: int(cs.State.Terminated.ExitCode), Phase: pod.Status.Phase}
-		if boolOr(s.cfg.DeleteStoppedPods, true) {
-			if err := s.Stop(ctx, StopOptions{Now: true}); err != nil {
-				return status, fmt.Errorf("spawner: deleting stopped pod %s/%s: %w", st.Namespace, st.PodName, err)
+	if err := s.checkOwner("Pod", pod, true); err != nil {
+		// Another server's pod under this name is not this server.
+		x := podExit(nil)
+		return Status{ExitCode: x.Code, Reason: x.Reason, Message: x.Message}, nil
+	}
+	st := Status{Phase: pod.Status.Phase, Created: pod.CreationTimestamp.Time}
+	if x := podExit(pod); x.Exited {
+		st.ExitCode, st.Reason, st.Message = x.Code, x.Reason, x.Message
+		if boolOr(s.b.cfg.DeleteStoppedPods, true) && pod.DeletionTimestamp == nil {
+			err := s.call(ctx, func(ctx context.Context) error {
+				err := s.b.client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{
+					GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+				if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+					return nil
+				}
+				return err
+			})
+			if err != nil {
+				return st, fmt.Errorf("spawner: deleting stopped pod %s/%s: %w", ns, name, err)
 			}
 		}
-		return status, nil
+		return st, nil
 	}
-	switch pod.Status.Phase {
-	case corev1.PodPending, corev1.PodRunning, "":
-		status := Status{Running: true, Phase: pod.Status.Phase}
-		if pod.Status.PodIP != "" {
-			status.URL = s.url(pod)
-			s.mu.Lock()
-			status.URLChanged = s.lastURL != "" && s.lastURL != status.URL
-			s.mu.Unlock()
+	st.Running = true
+	st.Ready = isReady(pod)
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			st.ReadySince = c.LastTransitionTime.Time
 		}
-		return status, nil
 	}
-	// Failed or Succeeded without a notebook container status.
-	return Status{ExitCode: 1, Phase: pod.Status.Phase}, nil
+	if pod.Status.PodIP != "" {
+		s.mu.Lock()
+		st.URL = s.state.urlFor(pod)
+		last := s.state.URL
+		s.mu.Unlock()
+		if s.b.hooks.PodURL != nil {
+			st.URL = s.b.hooks.PodURL(s, pod, st.URL)
+		}
+		st.URLChanged = last != "" && last != st.URL
+	}
+	return st, nil
 }
 
 // StopOptions configure Stop.
 type StopOptions struct {
 	// Now deletes with a grace period of 0 instead of delete_grace_period.
 	Now bool
+	// OnProgress, when set, is called with Stop's progress: stopping,
+	// then stopped (Ready false, Progress 100) or failed.
+	OnProgress func(ProgressEvent)
 }
 
-// Stop deletes the server's pod and waits until it is gone from the cache
-// (bounded by ctx). A pod that is already gone is success, so Stop is
-// idempotent. The claim is never touched.
+// Stop stops the server: it cancels a Start or Resume in flight (which
+// then returns a *StartError with reason Cancelled wrapping
+// ErrStartCancelled, and deletes its pod), then deletes the pod with
+// delete_grace_period (0 with Now) and waits until the API server no
+// longer has it, all bounded by ctx. A pod that is already gone is
+// success, so Stop is idempotent; a pod of another server under this
+// server's name is a *CollisionError and is not touched. The claim is
+// never touched.
 func (s *Spawner) Stop(ctx context.Context, opts StopOptions) error {
-	s.op.Lock()
-	defer s.op.Unlock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.cancelOpsLocked(ErrStartCancelled)
+	s.mu.Unlock()
+	em := newEmitter(opts.OnProgress, s.b.clock)
+	em.note(0, "Stopping the server")
+	if err := s.acquire(ctx); err != nil {
+		em.finishStop(err)
+		return err
+	}
+	defer s.release()
+	err := s.stop(ctx, opts)
+	em.finishStop(err)
+	return err
+}
+
+func (s *Spawner) stop(ctx context.Context, opts StopOptions) error {
 	st := s.State()
-	grace := int64(s.cfg.DeleteGracePeriod.Duration() / time.Second)
+	grace := int64(s.b.cfg.DeleteGracePeriod.Duration() / time.Second)
 	if opts.Now {
 		grace = 0
 	}
-	if err := s.deletePod(ctx, st.Namespace, st.PodName, grace, ""); err != nil {
+	pods, err := s.podsHandle(ctx, st.Namespace)
+	if err != nil {
+		return err
+	}
+	sub := s.b.registry.Subscribe(st.Namespace, st.PodName)
+	defer sub.Close()
+	var pod *corev1.Pod
+	err = s.call(ctx, func(ctx context.Context) error {
+		p, err := s.b.client.CoreV1().Pods(st.Namespace).Get(ctx, st.PodName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		pod = p
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("spawner: stopping pod %s/%s: %w", st.Namespace, st.PodName, err)
+	}
+	if pod == nil {
+		return s.waitPodGone(ctx, pods, sub, st.Namespace, st.PodName, "")
+	}
+	if err := s.checkOwner("Pod", pod, true); err != nil {
+		return err
+	}
+	if err := s.deletePod(ctx, pods, sub, st.Namespace, st.PodName, grace, pod.UID); err != nil {
 		return fmt.Errorf("spawner: stopping pod %s/%s: %w", st.Namespace, st.PodName, err)
 	}
 	return nil
 }
 
-// DeleteForever deletes the user's claim when delete_pvc is on (the
-// default) — for a named server only when the claim name template uses
-// the server name, so a claim shared with the user's other servers is
-// never deleted. Call it after Stop, when the hub deletes the server.
+// DeleteForever deletes the server's claim when delete_pvc is on (the
+// default): for a named server only when the claim name template names
+// the server, so a claim shared with the user's other servers is never
+// deleted. A claim of another server is a *CollisionError; a claim
+// without owner annotations (KubeSpawner's) is deleted only when this
+// server's State records it. Call it after Stop, when the hub deletes the
+// server. It waits for an operation in flight.
 func (s *Spawner) DeleteForever(ctx context.Context) error {
-	s.op.Lock()
-	defer s.op.Unlock()
-	if !boolOr(s.cfg.DeletePVC, true) {
+	if err := s.acquire(ctx); err != nil {
+		return err
+	}
+	defer s.release()
+	if !boolOr(s.b.cfg.DeletePVC, true) {
 		return nil
 	}
-	if s.server.Servername != "" && !pvcTemplateNamesServer(s.namer.Options().PVCTemplate) {
+	if s.server.Servername != "" && !pvcTemplateNamesServer(s.b.namer.Options().PVCTemplate) {
 		return nil
 	}
 	st := s.State()
@@ -114,8 +204,24 @@ func (s *Spawner) DeleteForever(ctx context.Context) error {
 	if name == "" {
 		name = s.names.PVC
 	}
-	err := s.client.CoreV1().PersistentVolumeClaims(st.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	var claim *corev1.PersistentVolumeClaim
+	err := s.call(ctx, func(ctx context.Context) error {
+		c, err := s.b.client.CoreV1().PersistentVolumeClaims(st.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		claim = c
+		return err
+	})
+	if err != nil || claim == nil {
+		return err
+	}
+	if _, annotated := claim.Annotations[naming.AnnotationUsername]; annotated || st.PVCName != name {
+		if err := s.checkOwner("PersistentVolumeClaim", claim, s.server.Servername != ""); err != nil {
+			return err
+		}
+	}
+	if err := s.deleteClaim(ctx, st.Namespace, name, claim.UID); err != nil {
 		return fmt.Errorf("spawner: deleting claim %s/%s: %w", st.Namespace, name, err)
 	}
 	return nil

@@ -4,453 +4,661 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
 
-// Phase is where a managed server is.
+// Phase is where a managed server is in the Manager's state machine:
+//
+//	stopped ──Spawn──▶ starting ──ready──▶ running
+//	   ▲                  │ │                 │
+//	   │                  │ └──fails──▶ failed ◀── exits, is evicted,
+//	   │                  │                 │      OOM-killed, deleted
+//	   └──── stopping ◀───┴──Stop───────────┴──── (and from running)
+//
+// Spawn of a starting or running server changes nothing; Stop of a
+// starting server cancels the start first. Every transition happens under
+// the server's lock.
 type Phase string
 
 const (
+	PhaseStopped  Phase = "stopped"
 	PhaseStarting Phase = "starting"
 	PhaseRunning  Phase = "running"
 	PhaseStopping Phase = "stopping"
-	PhaseStopped  Phase = "stopped"
 	PhaseFailed   Phase = "failed"
 )
 
-// ServerStatus is a managed server's state.
+// ServerStatus is a managed server's state. It is JSON-serialisable.
 type ServerStatus struct {
-	Server naming.Server
-	Phase  Phase
-	URL    string
-	// Err is why the last operation failed (PhaseFailed).
-	Err   error
-	State State
+	User   string `json:"user"`
+	Server string `json:"server"` // "" is the user's default server
+	Phase  Phase  `json:"phase"`
+	URL    string `json:"url,omitempty"`
+	Ready  bool   `json:"ready"`
+	// ExitCode follows KubeSpawner's poll: nil while the server is
+	// starting or running (or stopping), the notebook container's exit
+	// code once it exited, 1 when its pod is gone.
+	ExitCode  *int       `json:"exit_code"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	ReadyAt   *time.Time `json:"ready_at,omitempty"`
+	// Reason and Message say why the server failed or stopped: a
+	// *StartError's reason (ErrImagePull, Timeout, Cancelled, ...), or
+	// Exited, OOMKilled, Evicted, PodDeleted, Unschedulable.
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	State   State  `json:"state"`
 }
 
-// ManagerOptions configure NewManager. Client and Registry are required.
-type ManagerOptions struct {
-	Client   kubernetes.Interface
-	Registry *reflector.Registry
-	// Config is the base configuration; Spawn resolves profiles on it.
-	Config Config
-	Hooks  Hooks
-	// ReconcileInterval is how often the manager compares its servers with
-	// the cluster. Default: one minute.
-	ReconcileInterval time.Duration
-	Clock             clock.WithTicker
-}
-
-// Manager runs the servers of a hub: starts in the background with an
-// event stream per server, recovery of its servers from the cluster when
-// it starts (state lives in labels and annotations, so any replica can
-// take over), and a periodic reconcile that notices pods that went away
-// or appeared and resumes watching servers that are still starting.
-// A Manager is safe for concurrent use.
-type Manager struct {
-	opts ManagerOptions
-
-	mu      sync.Mutex // guards servers, running and stopping
-	servers map[serverKey]*managed
-	running bool
-	// stopping is closed when Start's ctx ends; background operations
-	// watch it. wg counts them.
-	stopping chan struct{}
-	wg       sync.WaitGroup
-	// started is closed once Start has begun, so calls racing with a
-	// Start that runs in another goroutine wait for it instead of failing.
-	started     chan struct{}
-	startedOnce sync.Once
-}
-
-type serverKey struct{ user, server string }
-
-func keyOf(s naming.Server) serverKey { return serverKey{s.Username, s.Servername} }
-
-// managed is one server; mu guards its fields.
-type managed struct {
-	mu      sync.Mutex
-	spawner *Spawner
-	status  ServerStatus
-	events  *stream // the current operation's events
-	busy    bool    // an operation is in flight
-}
-
-// ErrNotRunning is returned by Manager calls made after Start has ended,
-// or made before it and given up (their ctx ended) waiting for it.
-var ErrNotRunning = errors.New("spawner: the manager is not running (call Start)")
-
-// ErrBusy is returned when a server already has an operation in flight.
-var ErrBusy = errors.New("spawner: the server has an operation in flight")
-
-// NewManager creates a Manager; Start runs it.
-func NewManager(opts ManagerOptions) (*Manager, error) {
-	if opts.Client == nil || opts.Registry == nil {
-		return nil, errors.New("spawner: ManagerOptions needs Client and Registry")
-	}
-	if opts.ReconcileInterval <= 0 {
-		opts.ReconcileInterval = time.Minute
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
-	return &Manager{opts: opts, servers: map[serverKey]*managed{}, started: make(chan struct{})}, nil
-}
-
-// Start recovers the servers that exist in the cluster, then reconciles
-// every ReconcileInterval until ctx ends; it returns after every
-// background operation has ended.
-func (m *Manager) Start(ctx context.Context) error {
-	m.mu.Lock()
-	if m.running {
-		m.mu.Unlock()
-		return errors.New("spawner: manager already started")
-	}
-	m.running = true
-	m.stopping = make(chan struct{})
-	m.mu.Unlock()
-	m.startedOnce.Do(func() { close(m.started) })
-	defer func() {
-		m.mu.Lock()
-		close(m.stopping)
-		m.running = false
-		m.mu.Unlock()
-		m.wg.Wait()
-		m.mu.Lock()
-		for _, s := range m.servers {
-			s.spawner.Close()
-		}
-		m.mu.Unlock()
-	}()
-	log := logr.FromContextOrDiscard(ctx)
-	if err := m.reconcile(ctx); err != nil && ctx.Err() == nil {
-		log.Error(err, "recovering servers from the cluster")
-	}
-	ticker := m.opts.Clock.NewTicker(m.opts.ReconcileInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C():
-			if err := m.reconcile(ctx); err != nil && ctx.Err() == nil {
-				log.Error(err, "reconciling servers")
-			}
-		}
-	}
-}
-
-// opContext returns a context for a background operation that ends when
-// the manager stops, and registers the operation.
-func (m *Manager) opContext(ctx context.Context) (context.Context, context.CancelFunc, error) {
-	select {
-	case <-m.started:
-	case <-ctx.Done():
-		return nil, nil, ErrNotRunning
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.running {
-		return nil, nil, ErrNotRunning
-	}
-	opCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stopping := m.stopping
-	m.wg.Add(1)
-	// Owned by the operation: ends with it (cancel) or with the manager.
-	go func() {
-		select {
-		case <-stopping:
-			cancel()
-		case <-opCtx.Done():
-		}
-	}()
-	return opCtx, cancel, nil
-}
-
-// entry returns the managed server for s, creating its Spawner from cfg.
-func (m *Manager) entry(s naming.Server, cfg Config, env []corev1.EnvVar, ssl *SSL) (*managed, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if e, ok := m.servers[keyOf(s)]; ok {
-		return e, nil
-	}
-	sp, err := New(s, Options{Client: m.opts.Client, Registry: m.opts.Registry, Config: cfg, Hooks: m.opts.Hooks, Env: env, SSL: ssl, Clock: m.opts.Clock})
-	if err != nil {
-		return nil, err
-	}
-	e := &managed{spawner: sp, status: ServerStatus{Server: s, Phase: PhaseStopped, State: sp.State()}}
-	m.servers[keyOf(s)] = e
-	return e, nil
+// ServerOf returns the server a status is about.
+func (st ServerStatus) ServerOf() naming.Server {
+	return naming.Server{Username: st.User, Servername: st.Server, UserID: st.State.UserID}
 }
 
 // SpawnOptions are what a hub passes for one start.
 type SpawnOptions struct {
 	// UserOptions select a profile and its options (see Config.Resolve).
 	UserOptions map[string]string
-	Env         []corev1.EnvVar
-	SSL         *SSL
+	// Env, Cmd, Args, SSL and UserID are passed on as StartOptions.
+	Env       []corev1.EnvVar
+	Cmd, Args []string
+	SSL       *SSL
+	UserID    int64
 }
 
-// Spawn starts a server in the background and returns at once (waiting,
-// bounded by ctx, for Start to have begun if it runs concurrently); Events
-// follows the start and Status reports its outcome. ctx bounds nothing
-// after Spawn returns (it provides the logger); the start ends with the
-// manager.
-func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions) error {
-	cfg, err := m.opts.Config.Resolve(ctx, opts.UserOptions)
-	if err != nil {
-		return err
-	}
-	e, err := m.entry(s, cfg, opts.Env, opts.SSL)
-	if err != nil {
-		return err
-	}
-	opCtx, cancel, err := m.opContext(ctx)
-	if err != nil {
-		return err
-	}
-	e.mu.Lock()
-	if e.busy {
-		e.mu.Unlock()
-		cancel()
-		m.wg.Done()
-		return ErrBusy
-	}
-	// Each start takes this start's options (profile, env, SSL); the
-	// names in use carry over, so a running server stays reachable.
-	fresh, err := New(s, Options{Client: m.opts.Client, Registry: m.opts.Registry, Config: cfg, Hooks: m.opts.Hooks,
-		Env: opts.Env, SSL: opts.SSL, Clock: m.opts.Clock})
-	if err != nil {
-		e.mu.Unlock()
-		cancel()
-		m.wg.Done()
-		return err
-	}
-	if e.spawner != nil {
-		fresh.LoadState(e.spawner.State())
-		e.spawner.Close()
-	}
-	e.spawner = fresh
-	e.busy = true
-	e.status.Phase, e.status.Err, e.status.URL = PhaseStarting, nil, ""
-	st := newStream()
-	e.events = st
-	sp := e.spawner
-	e.mu.Unlock()
+// ReasonUnschedulable is the reason of a start ended by
+// UnschedulableTimeout.
+const ReasonUnschedulable = "Unschedulable"
 
-	go func() {
-		defer m.wg.Done()
-		defer cancel()
-		url, err := sp.startWith(opCtx, st)
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		e.busy = false
-		e.status.State = sp.State()
-		if err != nil {
-			e.status.Phase, e.status.Err = PhaseFailed, err
-			return
+// Manager errors.
+var (
+	// ErrNotFound: the Manager knows no such server.
+	ErrNotFound = errors.New("spawner: no such server")
+	// ErrBusy: the server is stopping; try again when it has stopped.
+	ErrBusy = errors.New("spawner: the server is stopping")
+	// ErrNotRunning: the Manager is not running (Start has not been
+	// called, or has returned).
+	ErrNotRunning = errors.New("spawner: the manager is not running (call Start)")
+	// ErrNotLeader: this replica is a standby; the leader runs servers.
+	ErrNotLeader = errors.New("spawner: this manager is not the leader")
+	// ErrUnschedulable ends a start whose pod stayed unschedulable for
+	// UnschedulableTimeout.
+	ErrUnschedulable = errors.New("the pod could not be scheduled within the manager's UnschedulableTimeout")
+	// ErrShutdown is the cause with which a shutting-down Manager cancels
+	// its operations. It wraps ErrDetach: starts in flight leave their
+	// pods for the next Manager to resume.
+	ErrShutdown = fmt.Errorf("spawner: the manager is shutting down: %w", ErrDetach)
+)
+
+// ManagerOptions configure NewManager. Client and Registry are required;
+// the zero value of every other field means its default.
+type ManagerOptions struct {
+	Client   kubernetes.Interface
+	Registry *reflector.Registry
+	// Config is the base configuration; Spawn resolves profiles on it.
+	Config Config
+	Hooks  Hooks
+	// ResyncInterval is how often every server is checked against the
+	// cache even without a pod event: a backstop, with up to 10% jitter.
+	// It never lists from the API server. Default: 5 minutes.
+	ResyncInterval time.Duration
+	// Retention is how long a stopped or failed server stays in the
+	// Manager (Status, Events) before it is forgotten. Default: 10
+	// minutes.
+	Retention time.Duration
+	// UnschedulableTimeout fails a start whose pod has been unschedulable
+	// this long (reason Unschedulable). Default: 0, meaning only
+	// start_timeout ends it.
+	UnschedulableTimeout time.Duration
+	// ConcurrentSpawnLimit bounds the starts in flight (JupyterHub's
+	// concurrent_spawn_limit); more wait in a queue and report their
+	// position as progress. Default: 100. Negative means no bound.
+	ConcurrentSpawnLimit int
+	// Workers is the number of goroutines reconciling pod changes.
+	// Default: 2.
+	Workers int
+	// LeaderElection, when set, makes replicas active/passive: only the
+	// holder of the Lease runs servers; the others answer Status, List
+	// and Poll from the cluster and take over within the lease duration.
+	LeaderElection *LeaderElection
+	// Seed are servers a hub already keeps state for (its database). A
+	// seeded server whose pod exists is recovered from the pod, whose
+	// record wins (it is what actually runs); a seeded server without a
+	// pod starts as stopped with the seeded names.
+	Seed []Seed
+	// Registerer, when set, receives the Manager's metrics.
+	Registerer prometheus.Registerer
+	// Clock drives resync, retention and timestamps. Default: real.
+	Clock clock.WithTicker
+}
+
+// Seed is a server a hub keeps state for.
+type Seed struct {
+	Server naming.Server
+	State  State
+}
+
+func (o *ManagerOptions) defaults() {
+	if o.ResyncInterval <= 0 {
+		o.ResyncInterval = 5 * time.Minute
+	}
+	if o.Retention <= 0 {
+		o.Retention = 10 * time.Minute
+	}
+	if o.ConcurrentSpawnLimit == 0 {
+		o.ConcurrentSpawnLimit = 100
+	}
+	if o.Workers <= 0 {
+		o.Workers = 2
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+}
+
+// Manager is a controller for a hub's servers, built only on the
+// Spawner's exported API: background starts with an event stream per
+// server, phases driven by pod informer events through a rate-limited
+// workqueue, recovery of every server from the cluster when it starts, a
+// status-change stream (Watch), and optional leader election. A Manager
+// is safe for concurrent use.
+type Manager struct {
+	opts    ManagerOptions
+	base    *base
+	metrics *managerMetrics
+
+	mu      sync.Mutex // guards servers, run, leading, watchers
+	servers map[serverKey]*entry
+	// run is the context of the running controller; nil when not
+	// running. Operations derive from it, so a shutdown cancels them
+	// with ErrShutdown.
+	run      context.Context
+	leading  bool
+	watchers map[*watcher]struct{}
+	// ready is closed once Start has recovered the servers in the
+	// cluster (or, as a standby, synced); calls wait for it.
+	ready chan struct{}
+	// ops counts background operations, waited for by Start on return.
+	ops sync.WaitGroup
+
+	queue workqueue.TypedRateLimitingInterface[serverKey]
+	pods  *reflector.Pods
+	slots chan struct{} // start slots (ConcurrentSpawnLimit)
+	// waiting counts starts queued for a slot, for their position.
+	waitingMu sync.Mutex
+	waiting   []*entry
+}
+
+type serverKey struct{ user, server string }
+
+func keyOf(s naming.Server) serverKey { return serverKey{s.Username, s.Servername} }
+
+// entry is one server; mu guards its fields.
+type entry struct {
+	mu      sync.Mutex
+	key     serverKey
+	sp      *Spawner
+	status  ServerStatus
+	stream  *Stream // the current (or last) operation's progress
+	op      *operation
+	changed time.Time // when the phase last changed, for retention
+}
+
+// operation is a start, resume or stop in flight.
+type operation struct {
+	kind   string // "start", "resume", "stop"
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
+// NewManager creates a Manager; Start runs it.
+func NewManager(opts ManagerOptions) (*Manager, error) {
+	opts.defaults()
+	b, err := newBase(Options{Client: opts.Client, Registry: opts.Registry, Config: opts.Config, Hooks: opts.Hooks, Clock: opts.Clock})
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{opts: opts, base: b, servers: map[serverKey]*entry{}, watchers: map[*watcher]struct{}{}, ready: make(chan struct{})}
+	if opts.ConcurrentSpawnLimit > 0 {
+		m.slots = make(chan struct{}, opts.ConcurrentSpawnLimit)
+	}
+	m.metrics = newManagerMetrics(m)
+	if opts.Registerer != nil {
+		if err := m.metrics.register(opts.Registerer); err != nil {
+			return nil, err
 		}
-		e.status.Phase, e.status.URL = PhaseRunning, url
-	}()
+	}
+	return m, nil
+}
+
+// Config returns the Manager's base configuration (with defaults).
+func (m *Manager) Config() Config { return m.base.cfg }
+
+// waitReady waits, bounded by ctx, until the Manager runs and has
+// recovered the cluster's servers.
+func (m *Manager) waitReady(ctx context.Context) error {
+	select {
+	case <-m.ready:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrNotRunning, context.Cause(ctx))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.run == nil {
+		return ErrNotRunning
+	}
 	return nil
 }
 
-// Stop stops a server and waits for it (bounded by ctx).
-func (m *Manager) Stop(ctx context.Context, s naming.Server) error {
+// leaderContext is waitReady for calls that change servers: it also
+// needs leadership, and returns the controller's context.
+func (m *Manager) leaderContext(ctx context.Context) (context.Context, error) {
+	if err := m.waitReady(ctx); err != nil {
+		return nil, err
+	}
 	m.mu.Lock()
-	e, ok := m.servers[keyOf(s)]
-	m.mu.Unlock()
-	if !ok {
+	defer m.mu.Unlock()
+	if !m.leading {
+		return nil, ErrNotLeader
+	}
+	return m.run, nil
+}
+
+// lookup returns the entry of s, or nil.
+func (m *Manager) lookup(s naming.Server) *entry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.servers[keyOf(s)]
+}
+
+// entryFor returns the entry of s, creating a stopped one.
+func (m *Manager) entryFor(s naming.Server) (*entry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.servers[keyOf(s)]; ok {
+		return e, nil
+	}
+	sp, err := m.base.newSpawner(s)
+	if err != nil {
+		return nil, err
+	}
+	e := &entry{key: keyOf(s), sp: sp, stream: nil, changed: m.opts.Clock.Now()}
+	e.status = ServerStatus{User: s.Username, Server: s.Servername, Phase: PhaseStopped, State: sp.State()}
+	m.servers[e.key] = e
+	return e, nil
+}
+
+// setPhase changes e's phase (e.mu held) and tells the watchers.
+func (m *Manager) setPhaseLocked(e *entry, p Phase) {
+	if e.status.Phase != p {
+		e.changed = m.opts.Clock.Now()
+	}
+	e.status.Phase = p
+	e.status.Ready = p == PhaseRunning
+	e.status.State = e.sp.State()
+	m.notify(e.status)
+}
+
+// Spawn starts a server in the background and returns at once with its
+// status; Events follows the start and Watch or Status report its
+// outcome. A server that is already starting or running is not touched:
+// Spawn returns its status and started false. A server that is stopping
+// is ErrBusy. Bad user options fail here (*ProfileError), before
+// anything is created. The start outlives ctx and ends with the Manager
+// (detached, for the next Manager to resume) or with Stop.
+func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions) (ServerStatus, bool, error) {
+	run, err := m.leaderContext(ctx)
+	if err != nil {
+		return ServerStatus{}, false, err
+	}
+	if _, err := m.base.cfg.Resolve(ctx, opts.UserOptions); err != nil {
+		return ServerStatus{}, false, err
+	}
+	e, err := m.entryFor(s)
+	if err != nil {
+		return ServerStatus{}, false, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch e.status.Phase {
+	case PhaseStarting, PhaseRunning:
+		return e.status, false, nil
+	case PhaseStopping:
+		return e.status, false, ErrBusy
+	}
+	if e.sp.isClosed() {
+		return ServerStatus{}, false, ErrNotRunning
+	}
+	now := m.opts.Clock.Now()
+	e.status.StartedAt, e.status.ReadyAt, e.status.ExitCode = &now, nil, nil
+	e.status.URL, e.status.Reason, e.status.Message = "", "", ""
+	e.stream = NewStream()
+	op := m.beginOpLocked(run, e, "start")
+	m.setPhaseLocked(e, PhaseStarting)
+	sopts := StartOptions{UserOptions: opts.UserOptions, Env: opts.Env, Cmd: opts.Cmd, Args: opts.Args, SSL: opts.SSL,
+		UserID: opts.UserID, OnProgress: e.stream.Publish}
+	if sopts.UserID == 0 {
+		sopts.UserID = s.UserID
+	}
+	stream, sp := e.stream, e.sp
+	m.metrics.spawnsInFlight.Inc()
+	go m.runStart(e, op, sp, stream, func(ctx context.Context) (string, error) {
+		if err := m.takeSlot(ctx, e, stream); err != nil {
+			reason := ReasonCancelled
+			if errors.Is(err, ErrDetach) {
+				reason = ReasonDetached
+			}
+			return "", &StartError{Server: sp.Server(), Step: StepPlan, Reason: reason, Err: err}
+		}
+		defer m.giveSlot()
+		return sp.Start(ctx, sopts)
+	})
+	return e.status, true, nil
+}
+
+// beginOpLocked registers an operation on e (e.mu held), with a context
+// derived from the controller's.
+func (m *Manager) beginOpLocked(run context.Context, e *entry, kind string) *operation {
+	ctx, cancel := context.WithCancelCause(run)
+	op := &operation{kind: kind, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	e.op = op
+	m.ops.Add(1)
+	return op
+}
+
+// runStart runs a start or resume and applies its outcome. It owns the
+// operation and ends with it.
+func (m *Manager) runStart(e *entry, op *operation, sp *Spawner, stream *Stream, do func(ctx context.Context) (string, error)) {
+	defer m.ops.Done()
+	defer close(op.done)
+	defer op.cancel(nil)
+	began := m.opts.Clock.Now()
+	url, err := do(op.ctx)
+	if op.kind == "start" {
+		m.metrics.spawnsInFlight.Dec()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.op == op {
+		e.op = nil
+	}
+	if err == nil {
+		now := m.opts.Clock.Now()
+		e.status.URL, e.status.ReadyAt = url, &now
+		m.metrics.observeSpawn(op.kind, "ready", "", now.Sub(began))
+		m.setPhaseLocked(e, PhaseRunning)
+		return
+	}
+	var serr *StartError
+	reason := ""
+	if errors.As(err, &serr) {
+		reason = serr.Reason
+	}
+	if errors.Is(err, ErrUnschedulable) {
+		reason = ReasonUnschedulable
+	}
+	m.metrics.observeSpawn(op.kind, "failed", reason, m.opts.Clock.Now().Sub(began))
+	switch {
+	case reason == ReasonDetached:
+		// The Manager is shutting down: the pod is left starting for the
+		// next Manager, and this one reports what it knows.
+		stream.Close()
+		return
+	case e.status.Phase == PhaseStopping:
+		// Stop cancelled the start and now owns the phase.
+		return
+	}
+	e.status.Reason, e.status.Message = reason, err.Error()
+	e.status.ExitCode = intPtr(1)
+	m.setPhaseLocked(e, PhaseFailed)
+}
+
+func intPtr(i int) *int { return &i }
+
+// takeSlot waits for a start slot, reporting the queue position.
+func (m *Manager) takeSlot(ctx context.Context, e *entry, stream *Stream) error {
+	if m.slots == nil {
 		return nil
 	}
-	e.mu.Lock()
-	if e.busy && e.status.Phase == PhaseStarting {
-		e.mu.Unlock()
-		return ErrBusy
+	select {
+	case m.slots <- struct{}{}:
+		return nil
+	default:
 	}
-	e.status.Phase = PhaseStopping
+	m.waitingMu.Lock()
+	m.waiting = append(m.waiting, e)
+	pos := len(m.waiting)
+	m.waitingMu.Unlock()
+	defer func() {
+		m.waitingMu.Lock()
+		m.waiting = slices.DeleteFunc(m.waiting, func(w *entry) bool { return w == e })
+		m.waitingMu.Unlock()
+	}()
+	stream.Publish(ProgressEvent{Message: fmt.Sprintf("Waiting for a start slot (%d starts in flight; position %d in the queue)", cap(m.slots), pos),
+		Time: m.opts.Clock.Now()})
+	select {
+	case m.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (m *Manager) giveSlot() {
+	if m.slots != nil {
+		<-m.slots
+	}
+}
+
+// StopOptions for the Manager are the Spawner's: Now for grace 0.
+
+// Stop stops a server: a start in flight is cancelled (its pod deleted,
+// its stream ends with reason Cancelled), then the pod is deleted and
+// Stop waits, bounded by ctx, until it is gone. Stopping a stopped server
+// is success; a Stop while another Stop runs waits for it. Unknown
+// servers are ErrNotFound.
+func (m *Manager) Stop(ctx context.Context, s naming.Server, opts StopOptions) (ServerStatus, error) {
+	if _, err := m.leaderContext(ctx); err != nil {
+		return ServerStatus{}, err
+	}
+	e := m.lookup(s)
+	if e == nil {
+		return ServerStatus{}, fmt.Errorf("%w: server %q of user %q", ErrNotFound, s.Servername, s.Username)
+	}
+	e.mu.Lock()
+	if e.status.Phase == PhaseStopping && e.op != nil {
+		done := e.op.done
+		e.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return m.statusOf(e), context.Cause(ctx)
+		}
+		return m.statusOf(e), nil
+	}
+	prev := e.op
+	if prev != nil {
+		prev.cancel(ErrStartCancelled)
+	}
+	m.mu.Lock()
+	run := m.run
+	m.mu.Unlock()
+	if run == nil {
+		e.mu.Unlock()
+		return ServerStatus{}, ErrNotRunning
+	}
+	op := m.beginOpLocked(run, e, "stop")
+	stream := NewStream()
+	e.stream = stream
+	m.setPhaseLocked(e, PhaseStopping)
+	sp := e.sp
 	e.mu.Unlock()
-	err := e.spawner.Stop(ctx, StopOptions{})
+
+	defer m.ops.Done()
+	defer close(op.done)
+	defer op.cancel(nil)
+	opts.OnProgress = stream.Publish
+	err := sp.Stop(ctx, opts)
+	if prev != nil {
+		<-prev.done // the start has cleaned up and returned
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.op == op {
+		e.op = nil
+	}
 	if err != nil {
-		e.status.Phase, e.status.Err = PhaseFailed, err
+		e.status.Reason, e.status.Message = "StopFailed", err.Error()
+		m.setPhaseLocked(e, PhaseFailed)
+		return e.status, err
+	}
+	e.status.URL, e.status.ReadyAt = "", nil
+	e.status.ExitCode = intPtr(0)
+	e.status.Reason, e.status.Message = "Stopped", "stopped by the hub"
+	m.setPhaseLocked(e, PhaseStopped)
+	return e.status, nil
+}
+
+// DeleteForever deletes a stopped server's claim (see
+// Spawner.DeleteForever) and forgets the server. A server that is not
+// stopped or failed is ErrBusy.
+func (m *Manager) DeleteForever(ctx context.Context, s naming.Server) error {
+	if _, err := m.leaderContext(ctx); err != nil {
 		return err
 	}
-	e.status.Phase, e.status.URL = PhaseStopped, ""
+	e := m.lookup(s)
+	if e == nil {
+		return fmt.Errorf("%w: server %q of user %q", ErrNotFound, s.Servername, s.Username)
+	}
+	e.mu.Lock()
+	if p := e.status.Phase; p != PhaseStopped && p != PhaseFailed || e.op != nil {
+		e.mu.Unlock()
+		return fmt.Errorf("%w: stop server %q of user %q before deleting it", ErrBusy, s.Servername, s.Username)
+	}
+	sp := e.sp
+	e.mu.Unlock()
+	if err := sp.DeleteForever(ctx); err != nil {
+		return err
+	}
+	m.forget(e)
 	return nil
 }
 
-// Status reports one server.
-func (m *Manager) Status(s naming.Server) (ServerStatus, bool) {
+// forget removes an idle entry and closes its Spawner.
+func (m *Manager) forget(e *entry) {
 	m.mu.Lock()
-	e, ok := m.servers[keyOf(s)]
-	m.mu.Unlock()
-	if !ok {
-		return ServerStatus{}, false
+	if m.servers[e.key] == e {
+		delete(m.servers, e.key)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.status, true
+	m.mu.Unlock()
+	e.sp.Close()
 }
 
-// List reports every server the manager knows, sorted by user and server.
+func (m *Manager) statusOf(e *entry) ServerStatus {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.status
+}
+
+// Status reports one server from the Manager's state (no API call).
+// Unknown servers are ErrNotFound. Before Start has recovered the
+// cluster's servers it returns ErrNotRunning rather than a wrong answer.
+func (m *Manager) Status(s naming.Server) (ServerStatus, error) {
+	select {
+	case <-m.ready:
+	default:
+		return ServerStatus{}, ErrNotRunning
+	}
+	e := m.lookup(s)
+	if e == nil {
+		return ServerStatus{}, fmt.Errorf("%w: server %q of user %q", ErrNotFound, s.Servername, s.Username)
+	}
+	return m.statusOf(e), nil
+}
+
+// Poll checks a server against the cache with KubeSpawner's poll
+// contract (running: ExitCode nil; exited: its code; gone: 1), updates
+// the Manager's state with what it finds, and returns the status. A
+// stopped pod is deleted when delete_stopped_pods is on.
+func (m *Manager) Poll(ctx context.Context, s naming.Server) (ServerStatus, error) {
+	if err := m.waitReady(ctx); err != nil {
+		return ServerStatus{}, err
+	}
+	e := m.lookup(s)
+	if e == nil {
+		return ServerStatus{}, fmt.Errorf("%w: server %q of user %q", ErrNotFound, s.Servername, s.Username)
+	}
+	if err := m.observe(ctx, e); err != nil {
+		return m.statusOf(e), err
+	}
+	return m.statusOf(e), nil
+}
+
+// List reports every server the Manager knows, sorted by user and
+// server; never nil.
 func (m *Manager) List() []ServerStatus {
 	m.mu.Lock()
-	entries := make([]*managed, 0, len(m.servers))
+	entries := make([]*entry, 0, len(m.servers))
 	for _, e := range m.servers {
 		entries = append(entries, e)
 	}
 	m.mu.Unlock()
 	out := make([]ServerStatus, 0, len(entries))
 	for _, e := range entries {
-		e.mu.Lock()
-		out = append(out, e.status)
-		e.mu.Unlock()
+		out = append(out, m.statusOf(e))
 	}
 	slices.SortFunc(out, func(a, b ServerStatus) int {
-		if c := strings.Compare(a.Server.Username, b.Server.Username); c != 0 {
+		if c := strings.Compare(a.User, b.User); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Server.Servername, b.Server.Servername)
+		return strings.Compare(a.Server, b.Server)
 	})
 	return out
 }
 
-// Events streams the server's current (or last) start from its beginning,
-// ending with its final event; the channel closes then or when ctx ends.
-// Any number of readers each get the whole stream.
-func (m *Manager) Events(ctx context.Context, s naming.Server) <-chan ProgressEvent {
-	m.mu.Lock()
-	e, ok := m.servers[keyOf(s)]
-	m.mu.Unlock()
-	if !ok {
+// Events streams the server's current (or last) operation from its
+// beginning, ending with its final event; the channel closes then or
+// when ctx ends. Any number of readers each get the whole stream.
+// Unknown servers are ErrNotFound; a server with no operation yet gives a
+// closed channel.
+func (m *Manager) Events(ctx context.Context, s naming.Server) (<-chan ProgressEvent, error) {
+	return m.EventsFrom(ctx, s, 0)
+}
+
+// EventsFrom is Events starting after the first n events (to resume a
+// stream a client has read n events of).
+func (m *Manager) EventsFrom(ctx context.Context, s naming.Server, n int) (<-chan ProgressEvent, error) {
+	if err := m.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	e := m.lookup(s)
+	if e == nil {
+		return nil, fmt.Errorf("%w: server %q of user %q", ErrNotFound, s.Servername, s.Username)
+	}
+	e.mu.Lock()
+	st := e.stream
+	e.mu.Unlock()
+	if st == nil {
 		ch := make(chan ProgressEvent)
 		close(ch)
-		return ch
+		return ch, nil
 	}
-	e.mu.Lock()
-	st := e.events
-	e.mu.Unlock()
-	return followStream(ctx, st)
+	return st.Events(ctx, n), nil
 }
 
-// reconcile compares the managed servers with the pods in the cluster:
-// pods of servers the manager does not know are adopted (recovery), a
-// server believed running whose pod is gone becomes stopped, and a server
-// found starting is watched until it is ready or fails.
-func (m *Manager) reconcile(ctx context.Context) error {
-	ns := m.opts.Config.Namespace
-	if m.opts.Config.EnableUserNamespaces {
-		ns = metav1.NamespaceAll
-	} else if ns == "" {
-		ns = detectNamespace()
-	}
-	pods, err := m.opts.Registry.Pods(ctx, ns)
-	if err != nil {
-		return err
-	}
-	defer pods.Release()
-	list, err := pods.List(ctx, metav1.NamespaceAll)
-	if err != nil {
-		return err
-	}
-	seen := map[serverKey]bool{}
-	var errs []error
-	for _, pod := range list {
-		if pod.Labels[ManagedByLabel] != ManagedByValue || pod.DeletionTimestamp != nil {
-			continue
-		}
-		user, ok := pod.Annotations[naming.AnnotationUsername]
-		if !ok {
-			continue
-		}
-		srv := naming.Server{Username: user, Servername: pod.Annotations[naming.AnnotationServername]}
-		seen[keyOf(srv)] = true
-		if err := m.adopt(ctx, srv, pod); err != nil {
-			errs = append(errs, fmt.Errorf("adopting pod %s/%s: %w", pod.Namespace, pod.Name, err))
-		}
-	}
-	m.mu.Lock()
-	entries := maps.Clone(m.servers)
-	m.mu.Unlock()
-	for k, e := range entries {
-		if seen[k] {
-			continue
-		}
-		e.mu.Lock()
-		if !e.busy && e.status.Phase == PhaseRunning {
-			// The pod went away behind the hub's back.
-			e.status.Phase, e.status.URL = PhaseStopped, ""
-		}
-		e.mu.Unlock()
-	}
-	return errors.Join(errs...)
-}
-
-// adopt makes a pod found in the cluster a managed server (if it is not
-// one already) and, when it is still starting, watches it.
-func (m *Manager) adopt(ctx context.Context, srv naming.Server, pod *corev1.Pod) error {
-	e, err := m.entry(srv, m.opts.Config, nil, nil)
-	if err != nil {
-		return err
-	}
-	e.mu.Lock()
-	if e.busy || e.status.Phase == PhaseRunning || e.status.Phase == PhaseStarting {
-		e.mu.Unlock()
-		return nil
-	}
-	e.spawner.LoadState(State{PodName: pod.Name, Namespace: pod.Namespace})
-	e.status.State = e.spawner.State()
-	if isReady(pod) {
-		e.status.Phase, e.status.URL, e.status.Err = PhaseRunning, e.spawner.url(pod), nil
-		e.mu.Unlock()
-		return nil
-	}
-	if reason, msg := fatalReason(pod, e.spawner.cfg.FatalReasons); reason != "" {
-		e.status.Phase, e.status.Err = PhaseFailed, fmt.Errorf("%s: container %s", reason, msg)
-		e.mu.Unlock()
-		return nil
-	}
-	// Still starting: watch it in the background.
-	opCtx, cancel, err := m.opContext(ctx)
-	if err != nil {
-		e.mu.Unlock()
-		return err
-	}
-	e.busy = true
-	e.status.Phase = PhaseStarting
-	st := newStream()
-	st.note("The hub restarted; watching the server start again.", m.opts.Clock.Now())
-	e.events = st
-	e.mu.Unlock()
-	go func() {
-		defer m.wg.Done()
-		defer cancel()
-		url, reason, err := e.spawner.watch(opCtx, pod)
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		e.busy = false
-		if err != nil {
-			e.status.Phase, e.status.Err = PhaseFailed, fmt.Errorf("%s: %w", reason, err)
-			st.finish(ProgressEvent{Progress: 100, Failed: true, Message: err.Error(), Time: m.opts.Clock.Now()})
-			return
-		}
-		e.status.Phase, e.status.URL = PhaseRunning, url
-		st.finish(ProgressEvent{Progress: 100, Ready: true, URL: url, Message: "Server ready at " + url, Time: m.opts.Clock.Now()})
-	}()
-	return nil
+func logFor(ctx context.Context, e *entry) logr.Logger {
+	return logr.FromContextOrDiscard(ctx).WithValues("user", e.key.user, "server", e.key.server)
 }

@@ -20,14 +20,13 @@ func TestEveryObjectIsAttributable(t *testing.T) {
 	cfg.StoragePVCEnsure = true
 	cfg.StorageCapacity = resource.MustParse("1Gi")
 	srv := naming.Server{Username: "Olga.O@example.com", Servername: "gpu 1"}
-	s, err := New(srv, Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: cfg,
-		SSL: &SSL{Key: []byte("K"), Cert: []byte("C")}})
+	s, err := New(srv, Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	ctx := ctxTimeout(t, 60*time.Second)
-	if _, err := s.Start(ctx); err != nil {
+	if _, err := s.Start(ctx, StartOptions{SSL: &SSL{Key: []byte("K"), Cert: []byte("C")}}); err != nil {
 		t.Fatal(err)
 	}
 	ns := s.State().Namespace

@@ -2,112 +2,173 @@ package spawner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/spawnkit/spawnkit/reflector"
 )
 
-// ProgressEvent is one step of a Start.
+// ProgressEvent is one step of an operation (Start, Resume or Stop).
 type ProgressEvent struct {
-	// Progress is a percentage: each pod event moves it a third of the
-	// way to 90; the final event is 100.
-	Progress int
-	Message  string
-	Time     time.Time
+	// Progress is a whole percentage: each pod event moves it a third of
+	// the way to 90; the final event is 100.
+	Progress int       `json:"progress"`
+	Message  string    `json:"message"`
+	Time     time.Time `json:"time"`
+	// Ready and URL are set on the final event of a successful start;
+	// Failed and Reason on that of a failed one (the reason of its
+	// *StartError, or of Stop's failure).
+	Ready  bool   `json:"ready,omitempty"`
+	URL    string `json:"url,omitempty"`
+	Failed bool   `json:"failed,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Stopped is set on the final event of a successful Stop.
+	Stopped bool `json:"stopped,omitempty"`
 	// Event is the Kubernetes event behind this step, if any (read-only).
-	Event *corev1.Event
-	// Ready and URL are set on the final event of a successful Start;
-	// Failed on that of a failed one.
-	Ready  bool
-	URL    string
-	Failed bool
+	Event *corev1.Event `json:"-"`
 }
 
-// stream is one Start's progress: an append-only list that readers
-// replay from the beginning and follow until it is finished.
-type stream struct {
-	mu       sync.Mutex // guards events, progress, done and changed
-	events   []ProgressEvent
+// Final reports whether e ends its operation's stream.
+func (e ProgressEvent) Final() bool { return e.Ready || e.Failed || e.Stopped }
+
+// emitter turns one operation's steps into ProgressEvents for its
+// OnProgress callback. It is used from the operation's goroutine only.
+type emitter struct {
+	fn       func(ProgressEvent)
+	clock    clock.PassiveClock
 	progress float64
 	done     bool
-	// changed is closed and replaced on every append.
-	changed chan struct{}
 }
 
-func newStream() *stream { return &stream{changed: make(chan struct{})} }
-
-func (st *stream) appendLocked(e ProgressEvent) {
-	st.events = append(st.events, e)
-	close(st.changed)
-	st.changed = make(chan struct{})
+func newEmitter(fn func(ProgressEvent), c clock.PassiveClock) *emitter {
+	return &emitter{fn: fn, clock: c}
 }
 
-// event adds a pod event.
-func (st *stream) event(e *corev1.Event) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.done {
+func (em *emitter) send(e ProgressEvent) {
+	if em.fn == nil || em.done {
 		return
 	}
-	st.progress += (90 - st.progress) / 3
-	st.appendLocked(ProgressEvent{
-		Progress: int(st.progress),
+	em.done = e.Final()
+	em.fn(e)
+}
+
+// note adds a message at the current progress (pct < 0) or at pct.
+func (em *emitter) note(pct int, msg string) {
+	if pct > int(em.progress) {
+		em.progress = float64(pct)
+	}
+	em.send(ProgressEvent{Progress: int(em.progress), Message: msg, Time: em.clock.Now()})
+}
+
+// event adds a pod event, a third of the way closer to 90%.
+func (em *emitter) event(e *corev1.Event) {
+	em.progress += (90 - em.progress) / 3
+	em.send(ProgressEvent{
+		Progress: int(em.progress),
 		Message:  fmt.Sprintf("%s [%s] %s", reflector.EventTime(e).UTC().Format(time.RFC3339), e.Type, e.Message),
 		Time:     reflector.EventTime(e),
 		Event:    e,
 	})
 }
 
-// note adds a message that is not a pod event, at the current progress.
-func (st *stream) note(msg string, at time.Time) {
+// finish sends the final event of a start.
+func (em *emitter) finish(url string, err error) {
+	if err != nil {
+		reason := ""
+		var serr *StartError
+		if errors.As(err, &serr) {
+			reason = serr.Reason
+		}
+		em.send(ProgressEvent{Progress: 100, Failed: true, Reason: reason, Message: err.Error(), Time: em.clock.Now()})
+		return
+	}
+	em.send(ProgressEvent{Progress: 100, Ready: true, URL: url, Message: "Server ready at " + url, Time: em.clock.Now()})
+}
+
+// finishStop sends the final event of a stop.
+func (em *emitter) finishStop(err error) {
+	if err != nil {
+		em.send(ProgressEvent{Progress: 100, Failed: true, Message: err.Error(), Time: em.clock.Now()})
+		return
+	}
+	em.send(ProgressEvent{Progress: 100, Stopped: true, Message: "Server stopped", Time: em.clock.Now()})
+}
+
+// Stream is a replayable progress stream: Publish appends (pass it as
+// StartOptions.OnProgress), and each Events reader gets every event from
+// the first one on, then follows until the final event. Create it before
+// the operation starts and no reader misses anything. A Stream is safe
+// for concurrent use.
+type Stream struct {
+	mu     sync.Mutex // guards events, done and changed
+	events []ProgressEvent
+	done   bool
+	// changed is closed and replaced on every append.
+	changed chan struct{}
+}
+
+// NewStream returns an empty, open Stream.
+func NewStream() *Stream { return &Stream{changed: make(chan struct{})} }
+
+// Publish appends e; after a final event (Ready, Failed or Stopped) the
+// stream is closed and later events are dropped.
+func (st *Stream) Publish(e ProgressEvent) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.done {
 		return
 	}
-	st.appendLocked(ProgressEvent{Progress: int(st.progress), Message: msg, Time: at})
+	st.events = append(st.events, e)
+	st.done = e.Final()
+	close(st.changed)
+	st.changed = make(chan struct{})
 }
 
-// finish adds the final event and ends the stream.
-func (st *stream) finish(e ProgressEvent) {
+// Close ends the stream without a final event (readers' channels close).
+func (st *Stream) Close() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.done {
-		return
+	if !st.done {
+		st.done = true
+		close(st.changed)
+		st.changed = make(chan struct{})
 	}
-	st.appendLocked(e)
-	st.done = true
 }
 
-// Progress streams the events of the current (or last) Start from its
-// beginning: pod events as they happen, then a final event; the channel
-// closes after the final event or when ctx ends. Several readers each get
-// the whole stream. Without any Start the channel closes at once.
-func (s *Spawner) Progress(ctx context.Context) <-chan ProgressEvent {
-	s.mu.Lock()
-	st := s.progress
-	s.mu.Unlock()
-	return followStream(ctx, st)
+// Done reports whether the stream has ended.
+func (st *Stream) Done() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.done
 }
 
-// followStream replays st and follows it until it finishes or ctx ends;
-// a nil stream closes at once.
-func followStream(ctx context.Context, st *stream) <-chan ProgressEvent {
+// Snapshot returns the events so far and whether the stream has ended.
+func (st *Stream) Snapshot() ([]ProgressEvent, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return append([]ProgressEvent(nil), st.events...), st.done
+}
+
+// Events replays the stream from the event at index from (0 for all) and
+// follows it; the channel closes after the final event or when ctx ends.
+// The goroutine behind it is owned by the reader and ends with the
+// stream or with ctx.
+func (st *Stream) Events(ctx context.Context, from int) <-chan ProgressEvent {
 	out := make(chan ProgressEvent)
-	// The goroutine is owned by the reader: it ends with the stream or
-	// with the reader's ctx.
 	go func() {
 		defer close(out)
-		if st == nil {
-			return
-		}
-		for i := 0; ; {
+		i := max(from, 0)
+		for {
 			st.mu.Lock()
-			pending := st.events[i:]
+			var pending []ProgressEvent
+			if i < len(st.events) {
+				pending = st.events[i:]
+			}
 			done, changed := st.done, st.changed
 			st.mu.Unlock()
 			for _, e := range pending {

@@ -63,13 +63,17 @@ func baseConfig(ns string) Config {
 
 func newSpawner(t testing.TB, server naming.Server, cfg Config) *Spawner {
 	t.Helper()
-	s, err := New(server, Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: cfg,
-		Env: []corev1.EnvVar{{Name: "JUPYTERHUB_API_TOKEN", Value: "secret"}}})
+	s, err := New(server, Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// hubStart is what a hub passes to every start: its token and cmd.
+func hubStart() StartOptions {
+	return StartOptions{Env: []corev1.EnvVar{{Name: "JUPYTERHUB_API_TOKEN", Value: "secret"}}}
 }
 
 func ctxTimeout(t *testing.T, d time.Duration) context.Context {
@@ -83,12 +87,12 @@ func TestStartPollStop(t *testing.T) {
 	s := newSpawner(t, naming.Server{Username: "Alice@Example.com", Servername: "gpu", UserID: 7}, baseConfig(ns))
 	ctx := ctxTimeout(t, 60*time.Second)
 
-	progress := s.Progress(ctx) // before Start: closes at once
-	if _, open := <-progress; open {
-		t.Error("Progress before any Start sent an event")
-	}
+	// The stream is registered with the call: nothing can be missed.
+	stream := NewStream()
+	opts := hubStart()
+	opts.OnProgress = stream.Publish
 	begin := time.Now()
-	url, err := s.Start(ctx)
+	url, err := s.Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +119,7 @@ func TestStartPollStop(t *testing.T) {
 	// Progress replays the whole Start to every reader.
 	for reader := range 2 {
 		var evs []ProgressEvent
-		for e := range s.Progress(ctx) {
+		for e := range stream.Events(ctx, 0) {
 			evs = append(evs, e)
 		}
 		if len(evs) < 2 {
@@ -125,12 +129,18 @@ func TestStartPollStop(t *testing.T) {
 		if !last.Ready || last.URL != url || last.Progress != 100 {
 			t.Errorf("final event = %+v", last)
 		}
-		prev := 0
+		prev, podEvents := 0, 0
 		for _, e := range evs[:len(evs)-1] {
-			if e.Event == nil || e.Progress <= prev || e.Progress >= 90 {
-				t.Errorf("event %+v: progress must rise below 90 with a pod event", e)
+			if e.Progress < prev || e.Progress >= 90 {
+				t.Errorf("event %+v: progress must not fall, and stay below 90 before the end", e)
+			}
+			if e.Event != nil {
+				podEvents++
 			}
 			prev = e.Progress
+		}
+		if podEvents == 0 {
+			t.Errorf("reader %d: no pod events in %+v", reader, evs)
 		}
 	}
 
@@ -151,16 +161,19 @@ func TestStartPollStop(t *testing.T) {
 
 func TestStalePodIsReplaced(t *testing.T) {
 	ns := newNamespace(t)
-	s := newSpawner(t, naming.Server{Username: "bob"}, baseConfig(ns))
+	srv := naming.Server{Username: "bob"}
+	s := newSpawner(t, srv, baseConfig(ns))
 	ctx := ctxTimeout(t, 60*time.Second)
+	// A pod of an earlier start of this server (its annotations name it).
 	stale, err := cluster.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: s.State().PodName, Labels: map[string]string{"component": "singleuser-server"}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "old", Image: "old"}}},
+		ObjectMeta: metav1.ObjectMeta{Name: s.State().PodName, Labels: map[string]string{"component": "singleuser-server"},
+			Annotations: map[string]string{naming.AnnotationUsername: "bob", StartIDAnnotation: "earlier"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "old", Image: "old"}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Start(ctx); err != nil {
+	if _, err := s.Start(ctx, hubStart()); err != nil {
 		t.Fatal(err)
 	}
 	pod, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, s.State().PodName, metav1.GetOptions{})
@@ -169,6 +182,36 @@ func TestStalePodIsReplaced(t *testing.T) {
 	}
 	if pod.UID == stale.UID || pod.Spec.Containers[0].Name != manifest.ContainerName {
 		t.Error("the stale pod was not replaced")
+	}
+}
+
+func TestUnattributedPodIsNeverDeleted(t *testing.T) {
+	ns := newNamespace(t)
+	s := newSpawner(t, naming.Server{Username: "bobby"}, baseConfig(ns))
+	ctx := ctxTimeout(t, 60*time.Second)
+	// A pod made by hand under the server's name, without owner annotations.
+	other, err := cluster.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: s.State().PodName, Labels: map[string]string{"component": "singleuser-server"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "mine", Image: "mine"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Start(ctx, hubStart())
+	var ce *CollisionError
+	if !errors.As(err, &ce) || ce.Have != nil || ce.Kind != "Pod" {
+		t.Fatalf("Start = %v; want a CollisionError naming no owner", err)
+	}
+	for _, op := range []func() error{
+		func() error { return s.Stop(ctx, StopOptions{Now: true}) },
+	} {
+		if err := op(); !IsCollision(err) {
+			t.Errorf("Stop = %v; want a CollisionError", err)
+		}
+	}
+	pod, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, s.State().PodName, metav1.GetOptions{})
+	if err != nil || pod.UID != other.UID {
+		t.Fatalf("the unattributed pod was touched: %v, %v", pod, err)
 	}
 }
 
@@ -181,9 +224,9 @@ func TestImagePullFailureFailsFastAndCleansUp(t *testing.T) {
 	s := newSpawner(t, naming.Server{Username: "carol"}, cfg)
 	ctx := ctxTimeout(t, 60*time.Second)
 	begin := time.Now()
-	_, err := s.Start(ctx)
+	_, err := s.Start(ctx, hubStart())
 	var se *StartError
-	if !errors.As(err, &se) || se.Step != "wait" || (se.Reason != "ErrImagePull" && se.Reason != "ImagePullBackOff") {
+	if !errors.As(err, &se) || se.Step != StepWait || se.Reason != "ErrImagePull" {
 		t.Fatalf("Start = %v; want a StartError at wait with an image pull reason", err)
 	}
 	if elapsed := time.Since(begin); elapsed > 30*time.Second {
@@ -192,11 +235,27 @@ func TestImagePullFailureFailsFastAndCleansUp(t *testing.T) {
 	if _, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, s.State().PodName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the failed pod is still there (err %v)", err)
 	}
+	// The claim this Start created goes with it; one that existed before
+	// a failed Start is kept.
+	waitDeleted(t, ctx, "PersistentVolumeClaim", ns, s.State().PVCName)
+	if _, err := cluster.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: s.State().PVCName},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stream := NewStream()
+	opts := hubStart()
+	opts.OnProgress = stream.Publish
+	if _, err := s.Start(ctx, opts); err == nil {
+		t.Fatal("the second Start succeeded with a missing image")
+	}
 	if _, err := cluster.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, s.State().PVCName, metav1.GetOptions{}); err != nil {
-		t.Errorf("the claim must survive a failed Start: %v", err)
+		t.Errorf("a claim that existed before a failed Start must survive it: %v", err)
 	}
 	var final ProgressEvent
-	for e := range s.Progress(ctx) {
+	for e := range stream.Events(ctx, 0) {
 		final = e
 	}
 	if !final.Failed || !strings.Contains(final.Message, "ImagePull") && !strings.Contains(final.Message, "ErrImagePull") {
@@ -211,7 +270,7 @@ func TestStartTimeoutCleansUp(t *testing.T) {
 	cfg.StartTimeout = 2
 	s := newSpawner(t, naming.Server{Username: "dave"}, cfg)
 	ctx := ctxTimeout(t, 60*time.Second)
-	_, err := s.Start(ctx)
+	_, err := s.Start(ctx, hubStart())
 	if !errors.Is(err, ErrStartTimeout) {
 		t.Fatalf("Start = %v; want ErrStartTimeout", err)
 	}
@@ -230,7 +289,7 @@ func TestPollReportsExitCode(t *testing.T) {
 	}
 	s := newSpawner(t, naming.Server{Username: "erin"}, cfg)
 	ctx := ctxTimeout(t, 60*time.Second)
-	if _, err := s.Start(ctx); err != nil {
+	if _, err := s.Start(ctx, hubStart()); err != nil {
 		t.Fatal(err)
 	}
 	sub := sharedRegistry(t).Subscribe(ns, s.State().PodName)
@@ -262,7 +321,7 @@ func TestPollWithAFreshRegistryNeverSaysExited(t *testing.T) {
 	ns := newNamespace(t)
 	s := newSpawner(t, naming.Server{Username: "frank"}, baseConfig(ns))
 	ctx := ctxTimeout(t, 60*time.Second)
-	if _, err := s.Start(ctx); err != nil {
+	if _, err := s.Start(ctx, hubStart()); err != nil {
 		t.Fatal(err)
 	}
 	// A hub restarting: a new registry, a Spawner from saved state, and a
@@ -294,7 +353,7 @@ func TestUserNamespaces(t *testing.T) {
 	if s.State().Namespace != "jhub-grace" {
 		t.Fatalf("namespace = %q", s.State().Namespace)
 	}
-	if _, err := s.Start(ctx); err != nil {
+	if _, err := s.Start(ctx, hubStart()); err != nil {
 		t.Fatal(err)
 	}
 	ns, err := cluster.Client.CoreV1().Namespaces().Get(ctx, "jhub-grace", metav1.GetOptions{})
@@ -318,7 +377,7 @@ func TestConcurrentStarts(t *testing.T) {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, s := range spawners {
 		g.Go(func() error {
-			_, err := s.Start(gctx)
+			_, err := s.Start(gctx, hubStart())
 			return err
 		})
 	}

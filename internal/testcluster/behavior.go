@@ -10,7 +10,8 @@ const (
 
 	// BehaviorImagePullError: the containers wait with reason ErrImagePull
 	// (a Warning event "Failed"), then ImagePullBackOff (an event
-	// "BackOff"); the pod stays Pending.
+	// "BackOff"), and again after each back-off, as a kubelet retrying a
+	// missing image does; the pod stays Pending.
 	BehaviorImagePullError = "image-pull-error"
 
 	// BehaviorExit: the pod becomes Running and Ready, then its containers

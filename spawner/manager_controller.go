@@ -1,0 +1,373 @@
+package spawner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/spawnkit/spawnkit/naming"
+)
+
+// Start runs the Manager until ctx ends: it takes the pod informer for
+// the Manager's lifetime (so nothing relists in steady state), recovers
+// every server recorded on a pod in the cluster, then reconciles servers
+// on pod events through a rate-limited workqueue and on a jittered
+// resync. With LeaderElection it runs servers only while it leads.
+//
+// When ctx ends, operations in flight are cancelled with ErrShutdown:
+// starts are detached, never deleted, and the next Manager resumes them.
+// Start returns after every goroutine it started has ended.
+func (m *Manager) Start(ctx context.Context) error {
+	log := logr.FromContextOrDiscard(ctx).WithName("manager")
+	m.mu.Lock()
+	if m.run != nil || m.pods != nil {
+		m.mu.Unlock()
+		return errors.New("spawner: manager already started")
+	}
+	select {
+	case <-m.ready:
+		m.mu.Unlock()
+		return errors.New("spawner: a manager runs once; create a new one")
+	default:
+	}
+	ns := m.base.cfg.Namespace
+	if m.base.cfg.EnableUserNamespaces {
+		ns = metav1.NamespaceAll
+	}
+	pods, err := m.opts.Registry.Pods(ctx, ns)
+	if err != nil {
+		m.mu.Unlock()
+		return err
+	}
+	m.pods = pods
+	run, stop := context.WithCancelCause(ctx)
+	m.run = run
+	m.leading = m.opts.LeaderElection == nil
+	m.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[serverKey](),
+		workqueue.TypedRateLimitingQueueConfig[serverKey]{Name: "spawnkit-manager"})
+	m.mu.Unlock()
+
+	var workers sync.WaitGroup
+	defer func() {
+		stop(ErrShutdown)
+		m.queue.ShutDown()
+		workers.Wait()
+		m.ops.Wait()
+		m.mu.Lock()
+		m.run = nil
+		entries := make([]*entry, 0, len(m.servers))
+		for _, e := range m.servers {
+			entries = append(entries, e)
+		}
+		m.mu.Unlock()
+		for _, e := range entries {
+			e.sp.Close()
+		}
+		pods.Release()
+		m.closeWatchers()
+	}()
+
+	remove, err := pods.OnChange(m.podChanged)
+	if err != nil {
+		return err
+	}
+	defer remove()
+	if err := pods.WaitForSync(ctx); err != nil {
+		close(m.ready)
+		return nil // ctx ended before the first sync
+	}
+	m.recover(run, log)
+	close(m.ready)
+	for range m.opts.Workers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for m.processNext(run, log) {
+			}
+		}()
+	}
+	if le := m.opts.LeaderElection; le != nil {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			m.elect(run, le, log)
+		}()
+	}
+	for {
+		jitter := time.Duration(rand.Int64N(int64(m.opts.ResyncInterval)/10 + 1))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-m.opts.Clock.After(m.opts.ResyncInterval + jitter):
+			m.resync(run)
+		}
+	}
+}
+
+// podChanged enqueues the server a pod belongs to. It runs in the
+// informer's goroutine and only reads the pod's annotations.
+func (m *Manager) podChanged(pod *corev1.Pod, _ bool) {
+	user, ok := pod.Annotations[naming.AnnotationUsername]
+	if !ok || pod.Labels[ManagedByLabel] != ManagedByValue {
+		return
+	}
+	key := serverKey{user, pod.Annotations[naming.AnnotationServername]}
+	m.mu.Lock()
+	q := m.queue
+	m.mu.Unlock()
+	if q != nil {
+		q.Add(key)
+	}
+}
+
+func (m *Manager) processNext(ctx context.Context, log logr.Logger) bool {
+	key, quit := m.queue.Get()
+	if quit {
+		return false
+	}
+	defer m.queue.Done(key)
+	if err := m.reconcile(ctx, key); err != nil && ctx.Err() == nil {
+		log.Error(err, "reconciling server", "user", key.user, "server", key.server)
+		m.queue.AddRateLimited(key)
+		return true
+	}
+	m.queue.Forget(key)
+	return true
+}
+
+// reconcile brings one server's phase in line with its pod in the cache,
+// adopting servers the Manager does not know yet.
+func (m *Manager) reconcile(ctx context.Context, key serverKey) error {
+	m.mu.Lock()
+	e := m.servers[key]
+	m.mu.Unlock()
+	if e == nil {
+		pod, err := m.findPod(ctx, key)
+		if err != nil || pod == nil {
+			return err
+		}
+		return m.adopt(ctx, pod)
+	}
+	return m.observe(ctx, e)
+}
+
+// findPod finds a server's pod in the cache by its owner annotations.
+func (m *Manager) findPod(ctx context.Context, key serverKey) (*corev1.Pod, error) {
+	list, err := m.pods.List(ctx, metav1.NamespaceAll)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range list {
+		if p.Annotations[naming.AnnotationUsername] == key.user && p.Annotations[naming.AnnotationServername] == key.server &&
+			p.Labels[ManagedByLabel] == ManagedByValue && p.DeletionTimestamp == nil {
+			return p, nil
+		}
+	}
+	return nil, nil
+}
+
+// recover adopts every server recorded on a pod in the cache, then the
+// seeded servers without a pod.
+func (m *Manager) recover(ctx context.Context, log logr.Logger) {
+	list, err := m.pods.List(ctx, metav1.NamespaceAll)
+	if err != nil {
+		log.Error(err, "listing cached pods for recovery")
+	}
+	for _, pod := range list {
+		if pod.Labels[ManagedByLabel] != ManagedByValue || pod.DeletionTimestamp != nil {
+			continue
+		}
+		if _, ok := pod.Annotations[naming.AnnotationUsername]; !ok {
+			continue
+		}
+		if err := m.adopt(ctx, pod); err != nil {
+			log.Error(err, "recovering a server", "pod", pod.Namespace+"/"+pod.Name)
+		}
+	}
+	m.seed(log)
+}
+
+// seed adds the seeded servers that recovery did not find.
+func (m *Manager) seed(log logr.Logger) {
+	for _, sd := range m.opts.Seed {
+		srv, st := sd.Server, sd.State
+		if m.lookup(srv) != nil {
+			continue // the pod's record wins
+		}
+		e, err := m.entryFor(srv)
+		if err != nil {
+			log.Error(err, "seeding a server", "user", srv.Username, "server", srv.Servername)
+			continue
+		}
+		e.sp.LoadState(st)
+		e.mu.Lock()
+		e.status.State = e.sp.State()
+		e.mu.Unlock()
+	}
+}
+
+// adopt makes the server of a pod found in the cluster a managed server
+// and observes it.
+func (m *Manager) adopt(ctx context.Context, pod *corev1.Pod) error {
+	srv := naming.Server{Username: pod.Annotations[naming.AnnotationUsername], Servername: pod.Annotations[naming.AnnotationServername]}
+	rec, ok := StateFromPod(pod)
+	if ok {
+		srv.UserID = rec.UserID
+	} else {
+		rec = State{PodName: pod.Name, Namespace: pod.Namespace}
+	}
+	e, err := m.entryFor(srv)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	if e.op == nil && (e.status.Phase == PhaseStopped || e.status.Phase == PhaseFailed) {
+		e.sp.LoadState(rec)
+		e.status.State = e.sp.State()
+		if e.status.StartedAt == nil {
+			t := pod.CreationTimestamp.Time
+			e.status.StartedAt = &t
+		}
+	}
+	e.mu.Unlock()
+	return m.observe(ctx, e)
+}
+
+// observe polls one server's pod from the cache and applies what it
+// finds, unless an operation in flight owns the phase: a running server
+// whose pod exited, ended, was evicted or deleted becomes failed (or
+// stopped, for exit code 0); a pod found running makes the server
+// running, and one found starting is resumed (when leading).
+func (m *Manager) observe(ctx context.Context, e *entry) error {
+	e.mu.Lock()
+	if op := e.op; op != nil {
+		e.mu.Unlock()
+		if op.kind == "start" || op.kind == "resume" {
+			m.checkUnschedulable(ctx, e, op)
+		}
+		return nil
+	}
+	sp := e.sp
+	e.mu.Unlock()
+	st, err := sp.Poll(ctx)
+	if err != nil {
+		if errors.Is(err, ErrClosed) {
+			return nil
+		}
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.op != nil {
+		return nil // an operation began meanwhile and owns the phase
+	}
+	phase := e.status.Phase
+	switch {
+	case st.Running && st.Ready:
+		if phase != PhaseRunning || e.status.URL != st.URL {
+			e.status.URL, e.status.ExitCode, e.status.Reason, e.status.Message = st.URL, nil, "", ""
+			if e.status.ReadyAt == nil && !st.ReadySince.IsZero() {
+				t := st.ReadySince
+				e.status.ReadyAt = &t
+			}
+			m.setPhaseLocked(e, PhaseRunning)
+		}
+	case st.Running:
+		// Pending, or running but not ready.
+		if phase == PhaseRunning {
+			return nil // a container restarting: still the same server
+		}
+		if phase == PhaseStopping {
+			return nil
+		}
+		m.mu.Lock()
+		leading, run := m.leading, m.run
+		m.mu.Unlock()
+		e.status.ExitCode, e.status.Reason, e.status.Message = nil, "", ""
+		if !leading || run == nil {
+			m.setPhaseLocked(e, PhaseStarting)
+			return nil
+		}
+		e.stream = NewStream()
+		e.stream.Publish(ProgressEvent{Message: "Found the server starting; following it.", Time: m.opts.Clock.Now()})
+		op := m.beginOpLocked(run, e, "resume")
+		m.setPhaseLocked(e, PhaseStarting)
+		stream := e.stream
+		go m.runStart(e, op, sp, stream, func(ctx context.Context) (string, error) {
+			return sp.Resume(ctx, StartOptions{OnProgress: stream.Publish})
+		})
+	default:
+		if phase == PhaseRunning || phase == PhaseStarting {
+			e.status.ExitCode = intPtr(st.ExitCode)
+			e.status.URL, e.status.Reason, e.status.Message = "", st.Reason, st.Message
+			m.metrics.failures.WithLabelValues(st.Reason).Inc()
+			if st.ExitCode == 0 && st.Reason == ReasonExited {
+				m.setPhaseLocked(e, PhaseStopped)
+			} else {
+				m.setPhaseLocked(e, PhaseFailed)
+			}
+		}
+	}
+	return nil
+}
+
+// checkUnschedulable ends a start whose pod has been unschedulable for
+// longer than UnschedulableTimeout.
+func (m *Manager) checkUnschedulable(ctx context.Context, e *entry, op *operation) {
+	limit := m.opts.UnschedulableTimeout
+	if limit <= 0 {
+		return
+	}
+	st := e.sp.State()
+	pod, ok, err := m.pods.Get(ctx, st.Namespace, st.PodName)
+	if err != nil || !ok {
+		return
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			since := m.opts.Clock.Since(c.LastTransitionTime.Time)
+			if since >= limit {
+				op.cancel(fmt.Errorf("%w (%s): %s", ErrUnschedulable, limit, c.Message))
+				return
+			}
+			m.queue.AddAfter(e.key, limit-since)
+		}
+	}
+}
+
+// resync enqueues every known server (a backstop for missed events) and
+// forgets stopped and failed servers older than Retention. It reads only
+// the cache.
+func (m *Manager) resync(ctx context.Context) {
+	now := m.opts.Clock.Now()
+	m.mu.Lock()
+	entries := make([]*entry, 0, len(m.servers))
+	for _, e := range m.servers {
+		entries = append(entries, e)
+	}
+	m.mu.Unlock()
+	for _, e := range entries {
+		e.mu.Lock()
+		idle := e.op == nil && (e.status.Phase == PhaseStopped || e.status.Phase == PhaseFailed)
+		old := now.Sub(e.changed) >= m.opts.Retention
+		e.mu.Unlock()
+		if idle && old {
+			m.forget(e)
+			continue
+		}
+		m.queue.Add(e.key)
+	}
+	if pods, err := m.pods.List(ctx, metav1.NamespaceAll); err == nil {
+		for _, p := range pods {
+			m.podChanged(p, false)
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package spawner
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The Manager's metrics (with ManagerOptions.Registerer):
+//
+//	spawnkit_manager_spawn_duration_seconds{kind,outcome}  histogram: start/resume to ready or failure
+//	spawnkit_manager_failures_total{reason}                  starts that failed and servers that exited, by reason
+//	spawnkit_manager_servers{phase}                         servers by phase
+//	spawnkit_manager_spawns_in_flight                       starts running or queued
+//	spawnkit_manager_queue_depth{queue}                     "reconcile": the workqueue; "start": starts waiting for a slot
+type managerMetrics struct {
+	m              *Manager
+	spawnDuration  *prometheus.HistogramVec
+	failures       *prometheus.CounterVec
+	spawnsInFlight prometheus.Gauge
+	servers        *prometheus.Desc
+	queueDepth     *prometheus.Desc
+}
+
+func newManagerMetrics(m *Manager) *managerMetrics {
+	return &managerMetrics{
+		m: m,
+		spawnDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "spawnkit_manager_spawn_duration_seconds",
+			Help:    "Time from a start (or resume) to its pod being ready or the start failing.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
+		}, []string{"kind", "outcome"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spawnkit_manager_failures_total",
+			Help: "Failed starts and exited servers, by reason.",
+		}, []string{"reason"}),
+		spawnsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "spawnkit_manager_spawns_in_flight",
+			Help: "Starts running or waiting for a start slot.",
+		}),
+		servers:    prometheus.NewDesc("spawnkit_manager_servers", "Managed servers by phase.", []string{"phase"}, nil),
+		queueDepth: prometheus.NewDesc("spawnkit_manager_queue_depth", "Items waiting: the reconcile workqueue, and starts waiting for a slot.", []string{"queue"}, nil),
+	}
+}
+
+func (mm *managerMetrics) register(r prometheus.Registerer) error {
+	var errs []error
+	for _, c := range []prometheus.Collector{mm.spawnDuration, mm.failures, mm.spawnsInFlight, mm} {
+		errs = append(errs, r.Register(c))
+	}
+	return errors.Join(errs...)
+}
+
+func (mm *managerMetrics) observeSpawn(kind, outcome, reason string, d time.Duration) {
+	mm.spawnDuration.WithLabelValues(kind, outcome).Observe(d.Seconds())
+	if outcome == "failed" && reason != ReasonDetached {
+		mm.failures.WithLabelValues(reason).Inc()
+	}
+}
+
+// Describe and Collect make the phase and queue gauges, computed at
+// scrape time.
+func (mm *managerMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- mm.servers
+	ch <- mm.queueDepth
+}
+
+func (mm *managerMetrics) Collect(ch chan<- prometheus.Metric) {
+	counts := map[Phase]int{PhaseStopped: 0, PhaseStarting: 0, PhaseRunning: 0, PhaseStopping: 0, PhaseFailed: 0}
+	for _, st := range mm.m.List() {
+		counts[st.Phase]++
+	}
+	for p, n := range counts {
+		ch <- prometheus.MustNewConstMetric(mm.servers, prometheus.GaugeValue, float64(n), string(p))
+	}
+	mm.m.mu.Lock()
+	q := mm.m.queue
+	mm.m.mu.Unlock()
+	depth := 0
+	if q != nil {
+		depth = q.Len()
+	}
+	ch <- prometheus.MustNewConstMetric(mm.queueDepth, prometheus.GaugeValue, float64(depth), "reconcile")
+	mm.m.waitingMu.Lock()
+	waiting := len(mm.m.waiting)
+	mm.m.waitingMu.Unlock()
+	ch <- prometheus.MustNewConstMetric(mm.queueDepth, prometheus.GaugeValue, float64(waiting), "start")
+}

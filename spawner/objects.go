@@ -1,0 +1,335 @@
+package spawner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/spawnkit/spawnkit/internal/retry"
+	"github.com/spawnkit/spawnkit/manifest"
+	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
+)
+
+// checkOwner compares the owner annotations of an existing object with
+// this server. An object without them, or naming another server, is a
+// *CollisionError. With serverMatters false only the user must match (a
+// claim whose name template does not name the server is shared by a
+// user's servers).
+func (s *Spawner) checkOwner(kind string, obj metav1.Object, serverMatters bool) error {
+	return checkOwner(s.server, kind, obj, serverMatters)
+}
+
+func checkOwner(want naming.Server, kind string, obj metav1.Object, serverMatters bool) error {
+	ann := obj.GetAnnotations()
+	user, ok := ann[naming.AnnotationUsername]
+	if !ok {
+		return &CollisionError{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Want: want}
+	}
+	have := naming.Server{Username: user, Servername: ann[naming.AnnotationServername]}
+	if have.Username != want.Username || (serverMatters && have.Servername != want.Servername) {
+		return &CollisionError{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Want: want, Have: &have}
+	}
+	return nil
+}
+
+func (s *Spawner) ensureNamespace(ctx context.Context, obj *corev1.Namespace) error {
+	return s.call(ctx, func(ctx context.Context) error {
+		_, err := s.b.client.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil // a user namespace is shared by the user's servers
+		}
+		return err
+	})
+}
+
+// ensurePVC creates the claim, or reuses an existing one that belongs to
+// this server (or to this user, when the claim template does not name the
+// server) or that has no owner annotations at all. A claim of another
+// user is a *CollisionError: it is never mounted.
+func (s *Spawner) ensurePVC(ctx context.Context, run *startRun, obj *corev1.PersistentVolumeClaim) error {
+	claims := s.b.client.CoreV1().PersistentVolumeClaims(obj.Namespace)
+	serverMatters := s.server.Servername != "" && pvcTemplateNamesServer(s.b.namer.Options().PVCTemplate)
+	reuse := func(ctx context.Context) error {
+		existing, err := claims.Get(ctx, obj.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if _, annotated := existing.Annotations[naming.AnnotationUsername]; !annotated {
+			return nil // KubeSpawner's or a hand-made claim: a migrating hub keeps its users' homes
+		}
+		if err := s.checkOwner("PersistentVolumeClaim", existing, serverMatters); err != nil {
+			return retry.Permanent(err)
+		}
+		if existing.Annotations[StartIDAnnotation] == run.startID {
+			// Our own create landed although the client gave up on it.
+			run.claim, run.claimName = existing.UID, existing.Name
+		}
+		return nil
+	}
+	return s.call(ctx, func(ctx context.Context) error {
+		created, err := claims.Create(ctx, obj, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			run.claim, run.claimName = created.UID, created.Name
+			return nil
+		case apierrors.IsAlreadyExists(err):
+			return reuse(ctx)
+		case apierrors.IsForbidden(err):
+			// A quota may forbid creating a claim that already exists.
+			if getErr := reuse(ctx); getErr == nil || IsCollision(getErr) {
+				return getErr
+			}
+			return retry.Permanent(err)
+		}
+		return err
+	})
+}
+
+// errReplaced marks a create that found a stale object of the same name
+// and deleted it: worth another try.
+var errReplaced = errors.New("a stale object of the same name was in the way and has been deleted")
+
+// createPod creates the pod. When the name is taken it reads the pod in
+// the way: this start's own (a create that timed out on the client but
+// landed) is used; one of an earlier start of this server is stale and
+// replaced (deleted with a UID precondition, then the create is tried
+// again); anything else is a *CollisionError and nothing is touched.
+func (s *Spawner) createPod(ctx context.Context, run *startRun, pods *reflector.Pods, sub *reflector.Subscription, pod *corev1.Pod) (*corev1.Pod, error) {
+	api := s.b.client.CoreV1().Pods(pod.Namespace)
+	var created *corev1.Pod
+	err := s.call(ctx, func(ctx context.Context) error {
+		p, err := api.Create(ctx, pod, metav1.CreateOptions{})
+		if err == nil {
+			created = p
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			if retryable(err) || ctx.Err() != nil {
+				run.createUncertain = true
+			}
+			return err
+		}
+		existing, err := api.Get(ctx, pod.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return errReplaced // gone in between: try again
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.checkOwner("Pod", existing, true); err != nil {
+			return retry.Permanent(err)
+		}
+		if existing.Annotations[StartIDAnnotation] == run.startID {
+			created = existing
+			return nil
+		}
+		if err := s.deletePod(ctx, pods, sub, existing.Namespace, existing.Name, 0, existing.UID); err != nil {
+			return fmt.Errorf("%w; deleting it: %w", errReplaced, err)
+		}
+		return errReplaced
+	})
+	return created, err
+}
+
+// ensureOwned creates the internal-SSL secret or the service, owned by the
+// pod so that the garbage collector removes it with the pod. An old one
+// of the same name that belongs to this server (its pod is gone or
+// stale) is replaced; one of another server, or one without owner
+// annotations, is a *CollisionError.
+func (s *Spawner) ensureOwned(ctx context.Context, pod *corev1.Pod, obj interface {
+	metav1.Object
+}) error {
+	obj.SetOwnerReferences([]metav1.OwnerReference{manifest.OwnerReference(pod.Name, pod.UID)})
+	var create func(context.Context) error
+	var get func(context.Context) (metav1.Object, error)
+	var del func(context.Context, types.UID) error
+	kind := "Secret"
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		api := s.b.client.CoreV1().Secrets(o.Namespace)
+		create = func(ctx context.Context) error { _, err := api.Create(ctx, o, metav1.CreateOptions{}); return err }
+		get = func(ctx context.Context) (metav1.Object, error) { return api.Get(ctx, o.Name, metav1.GetOptions{}) }
+		del = func(ctx context.Context, uid types.UID) error { return api.Delete(ctx, o.Name, uidPrecondition(uid)) }
+	case *corev1.Service:
+		kind = "Service"
+		api := s.b.client.CoreV1().Services(o.Namespace)
+		create = func(ctx context.Context) error { _, err := api.Create(ctx, o, metav1.CreateOptions{}); return err }
+		get = func(ctx context.Context) (metav1.Object, error) { return api.Get(ctx, o.Name, metav1.GetOptions{}) }
+		del = func(ctx context.Context, uid types.UID) error { return api.Delete(ctx, o.Name, uidPrecondition(uid)) }
+	default:
+		return fmt.Errorf("spawner: cannot own a %T", obj)
+	}
+	err := s.call(ctx, func(ctx context.Context) error {
+		err := create(ctx)
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		existing, err := get(ctx)
+		if apierrors.IsNotFound(err) {
+			return errReplaced
+		}
+		if err != nil {
+			return err
+		}
+		for _, ref := range existing.GetOwnerReferences() {
+			if ref.UID == pod.UID {
+				return nil // ours: a create that landed although the client gave up
+			}
+		}
+		if err := s.checkOwner(kind, existing, true); err != nil {
+			return retry.Permanent(err)
+		}
+		if err := del(ctx, existing.GetUID()); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return err
+		}
+		return errReplaced
+	})
+	if err != nil {
+		return fmt.Errorf("%s %s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return nil
+}
+
+func uidPrecondition(uid types.UID) metav1.DeleteOptions {
+	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(uid)}}
+}
+
+// deletePod deletes a pod (with a UID precondition when uid is set, so a
+// newer pod of the same name is never touched) and waits until the cache
+// no longer has it; NotFound and a failed precondition are success.
+func (s *Spawner) deletePod(ctx context.Context, pods *reflector.Pods, sub *reflector.Subscription, ns, name string, grace int64, uid types.UID) error {
+	opts := metav1.DeleteOptions{GracePeriodSeconds: ptr.To(grace)}
+	if uid != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: ptr.To(uid)}
+	}
+	err := s.call(ctx, func(ctx context.Context) error {
+		err := s.b.client.CoreV1().Pods(ns).Delete(ctx, name, opts)
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.waitPodGone(ctx, pods, sub, ns, name, uid)
+}
+
+// waitPodGone waits until the cache has no pod ns/name (with uid, when
+// set), woken by the subscription.
+func (s *Spawner) waitPodGone(ctx context.Context, pods *reflector.Pods, sub *reflector.Subscription, ns, name string, uid types.UID) error {
+	for {
+		p, ok, err := pods.Get(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		if !ok || (uid != "" && p.UID != uid) {
+			return nil
+		}
+		select {
+		case <-sub.C():
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for pod %s/%s to go: %w", ns, name, context.Cause(ctx))
+		}
+	}
+}
+
+// podGone asks the API server whether the pod of uid is gone.
+func (s *Spawner) podGone(ctx context.Context, created *corev1.Pod) (bool, error) {
+	var gone bool
+	err := s.call(ctx, func(ctx context.Context) error {
+		p, err := s.b.client.CoreV1().Pods(created.Namespace).Get(ctx, created.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			gone = true
+			return nil
+		case err != nil:
+			return err
+		}
+		gone = p.UID != created.UID
+		return nil
+	})
+	return gone, err
+}
+
+// cleanupPod deletes the pod a failed or cancelled start created: the one
+// it knows by UID, or, when a create's outcome was uncertain, a pod of
+// that name carrying this start's id, watched for a while in case the
+// create is still landing.
+func (s *Spawner) cleanupPod(ctx context.Context, run *startRun) error {
+	pods, release, err := s.podsHandleAfterClose(ctx, run.ns)
+	if err != nil {
+		return err
+	}
+	defer release()
+	sub := s.b.registry.Subscribe(run.ns, run.name)
+	defer sub.Close()
+	if run.pod != "" {
+		return s.deletePod(ctx, pods, sub, run.ns, run.name, 0, run.pod)
+	}
+	if !run.createUncertain || run.startID == "" {
+		return nil
+	}
+	// A create whose answer was lost may still land: look for it for up
+	// to one request timeout.
+	deadline := s.b.clock.After(s.b.cfg.K8sAPIRequestTimeout.Duration() + 2*time.Second)
+	for {
+		var found *corev1.Pod
+		err := s.call(ctx, func(ctx context.Context) error {
+			p, err := s.b.client.CoreV1().Pods(run.ns).Get(ctx, run.name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if err == nil && p.Annotations[StartIDAnnotation] == run.startID {
+				found = p
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if found != nil {
+			return s.deletePod(ctx, pods, sub, run.ns, run.name, 0, found.UID)
+		}
+		select {
+		case <-sub.C():
+		case <-deadline:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// podsHandleAfterClose is podsHandle, except that after Close (whose
+// cancellation a cleanup is finishing) it takes a short-lived hold of its
+// own; the caller calls release when done.
+func (s *Spawner) podsHandleAfterClose(ctx context.Context, ns string) (*reflector.Pods, func(), error) {
+	p, err := s.podsHandle(ctx, ns)
+	if errors.Is(err, ErrClosed) {
+		p, err = s.b.registry.Pods(ctx, ns)
+		if err != nil {
+			return nil, nil, err
+		}
+		return p, p.Release, nil
+	}
+	return p, func() {}, err
+}
+
+func (s *Spawner) deleteClaim(ctx context.Context, ns, name string, uid types.UID) error {
+	return s.call(ctx, func(ctx context.Context) error {
+		err := s.b.client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, name, uidPrecondition(uid))
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		return err
+	})
+}

@@ -1,0 +1,150 @@
+package spawner
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/spawnkit/spawnkit/manifest"
+)
+
+// The rules in this file read a pod's state and nothing else: pure
+// functions, table-tested in podstate_test.go. Start, Poll and the
+// Manager all decide through them, so they never disagree.
+
+// isReady reports whether a pod serves: Running, with an IP, not being
+// deleted, and its PodReady condition True. PodReady is the kubelet's
+// verdict, which includes every container's readiness and the pod's
+// readiness gates.
+func isReady(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" || pod.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Exit reasons Poll reports besides a container's own terminated reason.
+const (
+	ReasonExited     = "Exited"     // the notebook container terminated with a code
+	ReasonOOMKilled  = "OOMKilled"  // the kernel killed it for memory
+	ReasonEvicted    = "Evicted"    // the kubelet evicted the pod
+	ReasonPodDeleted = "PodDeleted" // there is no pod
+	ReasonPodEnded   = "PodEnded"   // the pod failed or succeeded without a notebook status
+)
+
+// exit says whether a server has exited and how, following KubeSpawner's
+// poll: a pending or running pod has not exited (even while it is being
+// deleted); a terminated notebook container gives its exit code; no pod,
+// or a pod that ended without a notebook container status, is exit code
+// 1. Reason and message say why in words a hub can show.
+type exit struct {
+	Exited  bool
+	Code    int
+	Reason  string
+	Message string
+}
+
+func podExit(pod *corev1.Pod) exit {
+	if pod == nil {
+		return exit{Exited: true, Code: 1, Reason: ReasonPodDeleted, Message: "the server's pod does not exist"}
+	}
+	evicted := pod.Status.Phase == corev1.PodFailed && pod.Status.Reason == "Evicted"
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != manifest.ContainerName || cs.State.Terminated == nil {
+			continue
+		}
+		t := cs.State.Terminated
+		e := exit{Exited: true, Code: int(t.ExitCode), Reason: ReasonExited,
+			Message: fmt.Sprintf("container %s exited with code %d", cs.Name, t.ExitCode)}
+		if t.Reason != "" {
+			e.Message += " (" + t.Reason + ")"
+		}
+		switch {
+		case evicted:
+			e.Reason, e.Message = ReasonEvicted, "the pod was evicted: "+pod.Status.Message
+		case t.Reason == "OOMKilled":
+			e.Reason = ReasonOOMKilled
+		}
+		return e
+	}
+	switch pod.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		if evicted {
+			return exit{Exited: true, Code: 1, Reason: ReasonEvicted, Message: "the pod was evicted: " + pod.Status.Message}
+		}
+		return exit{Exited: true, Code: 1, Reason: ReasonPodEnded,
+			Message: fmt.Sprintf("the pod ended (%s) without a status for container %s", pod.Status.Phase, manifest.ContainerName)}
+	}
+	return exit{}
+}
+
+// fatalReason returns the first container waiting for one of the fatal
+// reasons, and a message naming it.
+func fatalReason(pod *corev1.Pod, fatal []string) (string, string) {
+	for _, cs := range allStatuses(pod) {
+		if w := cs.State.Waiting; w != nil && slices.Contains(fatal, w.Reason) {
+			return w.Reason, fmt.Sprintf("container %s is waiting: %s: %s", cs.Name, w.Reason, w.Message)
+		}
+	}
+	return "", ""
+}
+
+func allStatuses(pod *corev1.Pod) []corev1.ContainerStatus {
+	return append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...)
+}
+
+// pullTracker implements spawnkit's image-pull policy. The kubelet
+// reports a failed pull as ErrImagePull, then waits (ImagePullBackOff)
+// before it pulls again. One failure is often a registry hiccup that the
+// next pull fixes, so neither reason ends a start by itself: a start ends
+// when one container's pull has failed `after` times (its state turned to
+// ErrImagePull that often; default 2). An operator who wants the first
+// failure to be fatal lists ErrImagePull in fatal_reasons, which always
+// end a start at once.
+type pullTracker struct {
+	after int // failures that end the start
+	state map[string]*pullState
+}
+
+type pullState struct {
+	last  string
+	count int
+}
+
+func newPullTracker(after int) *pullTracker {
+	if after <= 0 {
+		after = 2
+	}
+	return &pullTracker{after: after, state: map[string]*pullState{}}
+}
+
+// observe records every container's waiting reason; call it on every
+// state of the pod seen. It returns a message when a container's pulls
+// have failed often enough to end the start.
+func (p *pullTracker) observe(pod *corev1.Pod) (string, bool) {
+	for _, cs := range allStatuses(pod) {
+		st := p.state[cs.Name]
+		if st == nil {
+			st = &pullState{}
+			p.state[cs.Name] = st
+		}
+		cur := ""
+		if cs.State.Waiting != nil {
+			cur = cs.State.Waiting.Reason
+		}
+		if cur == "ErrImagePull" && st.last != "ErrImagePull" {
+			st.count++
+		}
+		st.last = cur
+		if st.count >= p.after && (cur == "ErrImagePull" || cur == "ImagePullBackOff") {
+			return fmt.Sprintf("container %s: the image pull failed %d times: %s", cs.Name, st.count, cs.State.Waiting.Message), true
+		}
+	}
+	return "", false
+}

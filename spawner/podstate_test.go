@@ -1,0 +1,157 @@
+package spawner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/spawnkit/spawnkit/naming"
+)
+
+func podWith(phase corev1.PodPhase, mutate func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{Status: corev1.PodStatus{Phase: phase, PodIP: "127.0.0.9"}}
+	if mutate != nil {
+		mutate(p)
+	}
+	return p
+}
+
+func readyCondition(s corev1.ConditionStatus) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: s})
+	}
+}
+
+func TestIsReady(t *testing.T) {
+	now := metav1.Now()
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{"running and PodReady", podWith(corev1.PodRunning, readyCondition(corev1.ConditionTrue)), true},
+		{"containers ready but a readiness gate is not (PodReady false)", podWith(corev1.PodRunning, func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "notebook", Ready: true}}
+			readyCondition(corev1.ConditionFalse)(p)
+		}), false},
+		{"no PodReady condition", podWith(corev1.PodRunning, nil), false},
+		{"pending", podWith(corev1.PodPending, readyCondition(corev1.ConditionTrue)), false},
+		{"no IP", podWith(corev1.PodRunning, func(p *corev1.Pod) { p.Status.PodIP = ""; readyCondition(corev1.ConditionTrue)(p) }), false},
+		{"being deleted", podWith(corev1.PodRunning, func(p *corev1.Pod) { p.DeletionTimestamp = &now; readyCondition(corev1.ConditionTrue)(p) }), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := isReady(tc.pod); got != tc.want {
+				t.Errorf("isReady = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func terminated(code int32, reason string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "notebook",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason}}}}
+	}
+}
+
+func TestPodExit(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		pod    *corev1.Pod
+		exited bool
+		code   int
+		reason string
+	}{
+		{"no pod", nil, true, 1, ReasonPodDeleted},
+		{"pending", podWith(corev1.PodPending, nil), false, 0, ""},
+		{"running", podWith(corev1.PodRunning, nil), false, 0, ""},
+		{"exit code 3", podWith(corev1.PodFailed, terminated(3, "Error")), true, 3, ReasonExited},
+		{"exit 0", podWith(corev1.PodSucceeded, terminated(0, "Completed")), true, 0, ReasonExited},
+		{"OOM killed", podWith(corev1.PodFailed, terminated(137, "OOMKilled")), true, 137, ReasonOOMKilled},
+		{"terminated while the pod still says Running", podWith(corev1.PodRunning, terminated(2, "Error")), true, 2, ReasonExited},
+		{"evicted without container status", podWith(corev1.PodFailed, func(p *corev1.Pod) { p.Status.Reason = "Evicted" }), true, 1, ReasonEvicted},
+		{"evicted with a killed container", podWith(corev1.PodFailed, func(p *corev1.Pod) {
+			p.Status.Reason = "Evicted"
+			terminated(137, "Error")(p)
+		}), true, 137, ReasonEvicted},
+		{"failed without a notebook status", podWith(corev1.PodFailed, nil), true, 1, ReasonPodEnded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := podExit(tc.pod)
+			if x.Exited != tc.exited || x.Code != tc.code || x.Reason != tc.reason {
+				t.Errorf("podExit = %+v; want exited %v code %d reason %s", x, tc.exited, tc.code, tc.reason)
+			}
+			if x.Exited && x.Message == "" {
+				t.Error("an exit without a message")
+			}
+		})
+	}
+}
+
+func TestRetryableIsAnAllowList(t *testing.T) {
+	gr := schema.GroupResource{Resource: "pods"}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{apierrors.NewTooManyRequests("slow down", 1), true},
+		{apierrors.NewInternalError(errors.New("boom")), true},
+		{apierrors.NewServiceUnavailable("later"), true},
+		{apierrors.NewServerTimeout(gr, "create", 1), true},
+		{apierrors.NewTimeoutError("timeout", 1), true},
+		{fmt.Errorf("%w after 3s: %w", errRequestTimeout, context.Canceled), true},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, true},
+		{io.ErrUnexpectedEOF, true},
+		{errReplaced, true},
+		{apierrors.NewBadRequest("no"), false},
+		{apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "x", nil), false},
+		{apierrors.NewForbidden(gr, "x", errors.New("quota")), false},
+		{apierrors.NewNotFound(gr, "x"), false},
+		{apierrors.NewConflict(gr, "x", errors.New("changed")), false},
+		{apierrors.NewAlreadyExists(gr, "x"), false},
+		{errors.New("something else"), false},
+		{context.Canceled, false},
+	} {
+		if got := retryable(tc.err); got != tc.want {
+			t.Errorf("retryable(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestDeleteGracePeriodZeroMeansZero(t *testing.T) {
+	c, err := LoadConfig([]byte("delete_grace_period: 0\nimage: x\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.withDefaults().DeleteGracePeriod; d == nil || *d != 0 {
+		t.Fatalf("delete_grace_period 0 became %v", d)
+	}
+	if d := (Config{}).withDefaults().DeleteGracePeriod; d == nil || *d != 1 {
+		t.Fatalf("unset delete_grace_period is %v, want the default 1", d)
+	}
+}
+
+func TestPlanRejectsWhatCanOnlyFailLater(t *testing.T) {
+	for key, mutate := range map[string]func(*Config){
+		"port":                    func(c *Config) { c.Port = 70000 },
+		"image":                   func(c *Config) { c.Pod.Image = "" },
+		"start_timeout":           func(c *Config) { c.StartTimeout = -1 },
+		"k8s_api_request_timeout": func(c *Config) { c.K8sAPIRequestTimeout = -3 },
+		"extra_labels":            func(c *Config) { c.ExtraLabels = map[string]string{"bad key!": "x"} },
+	} {
+		cfg := baseConfig("ns")
+		mutate(&cfg)
+		if _, err := Plan(t.Context(), naming.Server{Username: "u"}, cfg, StartOptions{}); err == nil {
+			t.Errorf("%s: Plan accepted a bad value", key)
+		}
+	}
+}

@@ -1,0 +1,400 @@
+package spawner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/spawnkit/spawnkit/reflector"
+)
+
+// Start creates the server's objects and waits until its pod is ready,
+// returning the URL to reach it.
+//
+// Before any API call Start resolves opts.UserOptions (profiles) and
+// renders every object (see Plan), so a configuration that cannot work
+// creates nothing. Then, in order: the user namespace (with
+// enable_user_namespaces), the claim (with storage_pvc_ensure), the pod
+// (ModifyPod first), the internal-SSL secret and the service (owned by
+// the pod), AfterPodCreated, and the wait for the pod's PodReady
+// condition, bounded by start_timeout.
+//
+// Start never deletes, replaces or reuses an object that belongs to
+// another server (see CollisionError). A pod of an earlier start of this
+// server is stale and replaced; a claim without owner annotations
+// (KubeSpawner's, or made by hand) is reused, so a migrating hub keeps
+// its users' homes.
+//
+// A failed Start returns a *StartError and deletes the pod it created and
+// the claim it created; a claim that existed before is kept. A Start
+// cancelled by Stop, by Close or by its ctx deletes its pod and keeps the
+// claim; a Start whose ctx is cancelled with ErrDetach as the cause
+// returns at once and leaves everything in place for Resume.
+func (s *Spawner) Start(ctx context.Context, opts StartOptions) (string, error) {
+	ctx, done := s.beginOp(ctx)
+	defer done()
+	if err := s.acquire(ctx); err != nil {
+		return "", s.opError(ctx, err)
+	}
+	defer s.release()
+	em := newEmitter(opts.OnProgress, s.b.clock)
+	url, err := s.start(ctx, opts, em)
+	em.finish(url, err)
+	return url, err
+}
+
+// opError is the error of an operation that could not take the slot.
+func (s *Spawner) opError(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); ctx.Err() != nil && (errors.Is(cause, ErrStartCancelled) || errors.Is(cause, ErrClosed)) {
+		return &StartError{Server: s.server, Step: StepPlan, Reason: ReasonCancelled, Err: cause}
+	}
+	return err
+}
+
+// beginOp registers a Start or Resume, so that Stop and Close can cancel
+// it while it runs or waits for the slot.
+func (s *Spawner) beginOp(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		cancel(ErrClosed)
+		return ctx, func() {}
+	}
+	s.opSeq++
+	id := s.opSeq
+	if s.cancels == nil {
+		s.cancels = map[uint64]context.CancelCauseFunc{}
+	}
+	s.cancels[id] = cancel
+	return ctx, func() {
+		s.mu.Lock()
+		delete(s.cancels, id)
+		s.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// cancelOps cancels every Start and Resume in flight or waiting.
+// Called with s.mu held.
+func (s *Spawner) cancelOpsLocked(cause error) {
+	for _, c := range s.cancels {
+		c(cause)
+	}
+}
+
+// startRun is what one Start has done so far, for its cleanup.
+type startRun struct {
+	startID  string
+	ns, name string
+	pod      types.UID // the pod this start created
+	// createUncertain is set when a create failed in a way that leaves
+	// open whether the server made the pod (a timeout, a lost
+	// connection): the cleanup then looks for it.
+	createUncertain bool
+	claim           types.UID // the claim this start created, if any
+	claimName       string
+}
+
+func newStartID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (s *Spawner) start(ctx context.Context, opts StartOptions, em *emitter) (string, error) {
+	run := &startRun{startID: newStartID()}
+	fail := func(step Step, reason string, err error) error {
+		return s.failStart(ctx, run, step, reason, err)
+	}
+	em.note(0, "Preparing the server's objects")
+	o, err := plan(ctx, s.server, &s.b.cfg, s.names, s.State(), opts, run.startID)
+	if err != nil {
+		return "", fail(StepPlan, ReasonInvalid, err)
+	}
+	cfg := &o.Config
+	run.ns, run.name = o.State.Namespace, o.State.PodName
+	pods, err := s.podsHandle(ctx, run.ns)
+	if err != nil {
+		return "", fail(StepWatch, "", err)
+	}
+	var events *reflector.Events
+	if boolOr(cfg.EventsEnabled, true) {
+		if events, err = s.eventsHandle(ctx, run.ns); err != nil {
+			return "", fail(StepWatch, "", err)
+		}
+	}
+	sub := s.b.registry.Subscribe(run.ns, run.name)
+	defer sub.Close()
+
+	if o.Namespace != nil {
+		if err := s.ensureNamespace(ctx, o.Namespace); err != nil {
+			return "", fail(StepNamespace, "", err)
+		}
+	}
+	if o.PVC != nil {
+		em.note(0, "Ensuring the storage claim "+o.PVC.Name)
+		if err := s.ensurePVC(ctx, run, o.PVC); err != nil {
+			return "", fail(StepPVC, collisionReason(err), err)
+		}
+		s.mu.Lock()
+		s.state.PVCName = o.PVC.Name
+		s.mu.Unlock()
+	}
+	pod := o.Pod
+	if s.b.hooks.ModifyPod != nil {
+		if err := s.b.hooks.ModifyPod(ctx, s, pod); err != nil {
+			return "", fail(StepHook, "", fmt.Errorf("ModifyPod: %w", err))
+		}
+	}
+	em.note(0, "Creating pod "+run.ns+"/"+run.name)
+	created, err := s.createPod(ctx, run, pods, sub, pod)
+	if err != nil {
+		return "", fail(StepPod, collisionReason(err), err)
+	}
+	run.pod = created.UID
+	s.mu.Lock()
+	s.state = o.State.clone()
+	s.mu.Unlock()
+	if o.Secret != nil {
+		if err := s.ensureOwned(ctx, created, o.Secret); err != nil {
+			return "", fail(StepSecret, collisionReason(err), err)
+		}
+	}
+	if o.Service != nil {
+		svc := o.Service.DeepCopy()
+		svc.Spec.Selector = created.Labels
+		if err := s.ensureOwned(ctx, created, svc); err != nil {
+			return "", fail(StepService, collisionReason(err), err)
+		}
+	}
+	if s.b.hooks.AfterPodCreated != nil {
+		if err := s.b.hooks.AfterPodCreated(ctx, s, created); err != nil {
+			return "", fail(StepHook, "", fmt.Errorf("AfterPodCreated: %w", err))
+		}
+	}
+	ready, reason, err := s.waitReady(ctx, cfg, pods, events, sub, created, em)
+	if err != nil {
+		return "", fail(StepWait, reason, err)
+	}
+	return s.finishReady(ready), nil
+}
+
+// finishReady records and returns the URL of a ready pod.
+func (s *Spawner) finishReady(pod *corev1.Pod) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	url := s.state.urlFor(pod)
+	if s.b.hooks.PodURL != nil {
+		url = s.b.hooks.PodURL(s, pod, url)
+	}
+	s.state.URL = url
+	return url
+}
+
+func collisionReason(err error) string {
+	if IsCollision(err) {
+		return ReasonCollision
+	}
+	return ""
+}
+
+// failStart turns a failure into a *StartError after cleaning up: a
+// detached start leaves everything; a cancelled one deletes its pod; a
+// failed one deletes its pod and the claim it created.
+func (s *Spawner) failStart(ctx context.Context, run *startRun, step Step, reason string, err error) error {
+	serr := &StartError{Server: s.server, Step: step, Reason: reason, Err: err}
+	cancelled := ctx.Err() != nil
+	if cancelled {
+		cause := context.Cause(ctx)
+		if errors.Is(cause, ErrDetach) {
+			serr.Reason, serr.Err = ReasonDetached, fmt.Errorf("%w: %w", cause, err)
+			return serr
+		}
+		serr.Reason = ReasonCancelled
+		if !errors.Is(err, cause) {
+			serr.Err = fmt.Errorf("%w: %w", cause, err)
+		}
+	}
+	// The cleanup outlives a cancelled ctx, bounded by the retry budget.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.b.cfg.K8sAPIRequestRetryTimeout.Duration())
+	defer cancel()
+	var errs []error
+	if run.ns != "" {
+		if err := s.cleanupPod(cctx, run); err != nil {
+			errs = append(errs, fmt.Errorf("deleting the pod after the failure: %w", err))
+		}
+	}
+	if !cancelled && run.claim != "" {
+		if err := s.deleteClaim(cctx, run.ns, run.claimName, run.claim); err != nil {
+			errs = append(errs, fmt.Errorf("deleting the claim this start created: %w", err))
+		}
+	}
+	if len(errs) > 0 {
+		serr.Err = errors.Join(append([]error{serr.Err}, errs...)...)
+	}
+	return serr
+}
+
+// waitReady waits, woken by the reflector's subscription (no sleep
+// loops), until the pod is ready. It ends early, with a reason, when a
+// container waits for a fatal reason or its image pull has failed twice,
+// when the pod ends, and when the pod is deleted or replaced by someone
+// else; start_timeout bounds it. The pod's events feed the progress
+// meanwhile.
+func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Pods, events *reflector.Events,
+	sub *reflector.Subscription, created *corev1.Pod, em *emitter) (*corev1.Pod, string, error) {
+	wctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout.Duration())
+	defer cancel()
+	seen := map[string]bool{} // an event once per occurrence: uid and count
+	pulls := newPullTracker(2)
+	var slow <-chan time.Time
+	if after := cfg.SlowSpawnMessageAfter.Duration(); after > 0 {
+		slow = s.b.clock.After(after)
+	}
+	// A pod not yet in the cache is normal for a moment; one that never
+	// shows up may have been deleted before the cache saw it, so the API
+	// server is asked after a while.
+	missing := s.b.clock.After(5 * time.Second)
+	inCache := false
+	for {
+		if events != nil {
+			if evs, err := events.ForUID(wctx, created.UID); err == nil {
+				for _, e := range evs {
+					key := string(e.UID) + "/" + strconv.Itoa(int(e.Count))
+					if !seen[key] {
+						seen[key] = true
+						em.event(e)
+					}
+				}
+			}
+		}
+		pod, ok, err := pods.Get(wctx, created.Namespace, created.Name)
+		switch {
+		case err != nil:
+			return nil, s.waitReason(ctx, wctx), s.waitErr(ctx, wctx, cfg, err)
+		case ok && pod.UID == created.UID:
+			inCache = true
+			if msg, fatal := pulls.observe(pod); fatal {
+				return nil, "ErrImagePull", errors.New(msg)
+			}
+			if reason, msg := fatalReason(pod, cfg.FatalReasons); reason != "" {
+				return nil, reason, errors.New(msg)
+			}
+			if pod.DeletionTimestamp != nil {
+				return nil, ReasonPodGone, fmt.Errorf("%w: pod %s/%s is being deleted", ErrPodGone, pod.Namespace, pod.Name)
+			}
+			if x := podExit(pod); x.Exited {
+				return nil, x.Reason, fmt.Errorf("the pod ended before it was ready: %s", x.Message)
+			}
+			if isReady(pod) {
+				return pod, "", nil
+			}
+		case ok:
+			return nil, ReasonPodGone, fmt.Errorf("%w: pod %s/%s now has uid %s, not %s", ErrPodGone, pod.Namespace, pod.Name, pod.UID, created.UID)
+		case inCache:
+			return nil, ReasonPodGone, fmt.Errorf("%w: pod %s/%s was deleted", ErrPodGone, created.Namespace, created.Name)
+		}
+		select {
+		case <-sub.C():
+		case <-missing:
+			if !inCache {
+				if gone, err := s.podGone(wctx, created); err == nil && gone {
+					return nil, ReasonPodGone, fmt.Errorf("%w: pod %s/%s was deleted", ErrPodGone, created.Namespace, created.Name)
+				}
+				missing = s.b.clock.After(5 * time.Second)
+			}
+		case <-slow:
+			slow = nil
+			em.note(-1, fmt.Sprintf("The server is taking longer than %s to start; still waiting (up to %s).",
+				cfg.SlowSpawnMessageAfter.Duration(), cfg.StartTimeout.Duration()))
+		case <-wctx.Done():
+			return nil, s.waitReason(ctx, wctx), s.waitErr(ctx, wctx, cfg, wctx.Err())
+		}
+	}
+}
+
+// waitReason is Timeout when start_timeout (not the caller) ended the wait.
+func (s *Spawner) waitReason(ctx, wctx context.Context) string {
+	if ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
+		return ReasonTimeout
+	}
+	return ""
+}
+
+func (s *Spawner) waitErr(ctx, wctx context.Context, cfg *Config, err error) error {
+	if ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w (%s)", ErrStartTimeout, cfg.StartTimeout.Duration())
+	}
+	return err
+}
+
+// Resume waits for a server whose pod already exists (found after a
+// restart, or left by a detached Start) to become ready, as the last step
+// of Start does, and returns its URL. The State (LoadState or
+// StateFromPod) names the pod. Like Start it reports progress to
+// opts.OnProgress (the other fields of opts are not used), can be
+// cancelled by Stop and Close, and deletes the pod when the server fails
+// (but not when detached). Without a pod it returns ErrNoPod.
+func (s *Spawner) Resume(ctx context.Context, opts StartOptions) (string, error) {
+	ctx, done := s.beginOp(ctx)
+	defer done()
+	if err := s.acquire(ctx); err != nil {
+		return "", s.opError(ctx, err)
+	}
+	defer s.release()
+	em := newEmitter(opts.OnProgress, s.b.clock)
+	url, err := s.resume(ctx, em)
+	em.finish(url, err)
+	return url, err
+}
+
+func (s *Spawner) resume(ctx context.Context, em *emitter) (string, error) {
+	st := s.State()
+	run := &startRun{ns: st.Namespace, name: st.PodName}
+	fail := func(step Step, reason string, err error) error {
+		return s.failStart(ctx, run, step, reason, err)
+	}
+	pods, err := s.podsHandle(ctx, st.Namespace)
+	if err != nil {
+		return "", fail(StepWatch, "", err)
+	}
+	var events *reflector.Events
+	if boolOr(s.b.cfg.EventsEnabled, true) {
+		if events, err = s.eventsHandle(ctx, st.Namespace); err != nil {
+			return "", fail(StepWatch, "", err)
+		}
+	}
+	sub := s.b.registry.Subscribe(st.Namespace, st.PodName)
+	defer sub.Close()
+	pod, ok, err := pods.Get(ctx, st.Namespace, st.PodName)
+	if err != nil {
+		return "", fail(StepWatch, "", err)
+	}
+	if !ok {
+		run.ns = "" // nothing to clean up
+		return "", fail(StepWait, ReasonPodGone, fmt.Errorf("%w: pod %s/%s", ErrNoPod, st.Namespace, st.PodName))
+	}
+	if err := s.checkOwner("Pod", pod, true); err != nil {
+		run.ns = ""
+		return "", fail(StepWait, ReasonCollision, err)
+	}
+	run.startID, run.pod = pod.Annotations[StartIDAnnotation], pod.UID
+	if rec, ok := StateFromPod(pod); ok {
+		s.LoadState(rec)
+	}
+	em.note(0, "Following the start of pod "+st.Namespace+"/"+st.PodName)
+	cfg := s.b.cfg
+	ready, reason, err := s.waitReady(ctx, &cfg, pods, events, sub, pod, em)
+	if err != nil {
+		return "", fail(StepWait, reason, err)
+	}
+	return s.finishReady(ready), nil
+}
