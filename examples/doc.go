@@ -1,7 +1,8 @@
 // Package examples holds spawnkit's reference programs, one directory
 // each, with a README: quickstart spawns, polls and stops three servers
 // on a simulated cluster (the README's main command); devcluster starts
-// the simulated cluster alone; hub is a small HTTP hub over
-// spawner.Manager; orphan-sweeper lists and deletes objects no known server
-// owns.
+// the simulated cluster alone; spawner-service runs spawner.Manager
+// behind a versioned, token-authenticated HTTP API for hubs in other
+// languages (JupyterHub above all); orphan-sweeper lists and deletes
+// objects no known server owns.
 package examples

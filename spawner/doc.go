@@ -1,70 +1,136 @@
-// Package spawner starts, polls and stops one user server on Kubernetes
-// (Spawner), doing what KubeSpawner 7.1 does for JupyterHub.
+// Package spawner starts, polls and stops user servers on Kubernetes:
+// Spawner runs one server, doing what KubeSpawner 7.1 does for
+// JupyterHub, and Manager runs a hub's servers as a controller.
 //
-// # Using it
+// # Using a Spawner
 //
-// A hub creates one reflector.Registry for the process and one Spawner per
-// user server with New, then calls Start, Poll, Stop and Progress, and
-// persists State in its own database (LoadState restores it, and its names
-// win over today's templates, so a server survives a template or
-// namespace change). Config carries KubeSpawner's options under their
-// KubeSpawner names; LoadConfig reads them from YAML or JSON and rejects
-// unknown keys and malformed values by name.
+// A hub creates one reflector.Registry for the process and one Spawner
+// per user server with New, then calls Start, Poll and Stop, and persists
+// State in its own database (LoadState restores it; its names win over
+// today's templates, so a server survives a template or namespace
+// change). Config carries KubeSpawner's options under their KubeSpawner
+// names; LoadConfig reads them from YAML or JSON and rejects unknown keys
+// and malformed values by name. Everything a start needs that changes per
+// start (JupyterHub's API token and environment, cmd and args, internal
+// SSL material, user options) is in StartOptions, so one Spawner serves
+// many starts.
 //
 // # Start
 //
-// Start renders nothing new (names are rendered and validated by New,
-// before any API call), then: creates the user namespace when
-// enable_user_namespaces is on (AlreadyExists is fine); ensures the claim
-// when storage_pvc_ensure is on (AlreadyExists is fine, and so is
-// Forbidden when the claim exists); builds the pod with the manifest
-// package and the ModifyPod hook; creates it under internal/retry, each
-// request bounded by k8s_api_request_timeout and all tries by
-// k8s_api_request_retry_timeout, replacing a stale pod of the same name;
-// runs AfterPodCreated; and waits, woken by the registry's subscriptions
-// (no sleep loops), until the pod runs with an IP and every container is
-// ready. A container waiting for one of fatal_reasons (ErrImagePull,
-// ImagePullBackOff, InvalidImageName, CreateContainerConfigError,
-// CrashLoopBackOff) ends the wait at once; start_timeout bounds it. A
-// failed Start deletes the pod it created (never the claim) and returns a
-// *StartError naming the step and the reason. The URL is
-// http://<pod IP>:<port>.
+// Start first resolves the user options (profiles) and renders every
+// object (Plan), so a configuration that cannot work fails before any
+// API call. Then, in order: the user namespace (enable_user_namespaces),
+// the claim (storage_pvc_ensure), the pod (after the ModifyPod hook), the
+// internal-SSL secret and the service (owned by the pod), the
+// AfterPodCreated hook, and the wait until the pod's PodReady condition is
+// true (readiness gates included), bounded by start_timeout. The URL is
+// http://<pod IP>:<port>; https://<dns name> with internal SSL; the DNS
+// name with services; pod_connect_ip when set (it wins, as in
+// KubeSpawner); the PodURL hook has the last word.
 //
-// # Poll, Stop, Progress
+// Each API request is bounded by k8s_api_request_timeout, counted from
+// when it leaves the client (time queued in client-go's rate limiter is
+// bounded by the retry budget instead), and retried with exponential
+// backoff and jitter within k8s_api_request_retry_timeout when its error
+// is on an allow-list: 429, 500, 503, 504, timeouts, connection errors
+// and errors that suggest a client delay.
+//
+// A start ends early when a container waits for one of fatal_reasons, when
+// a container's image pull fails for the second time (ErrImagePull, a
+// back-off, ErrImagePull again; a single failure is often a registry
+// hiccup), when the pod ends, and when the pod is deleted or replaced by
+// someone else (ErrPodGone). A failed Start returns a *StartError naming
+// the Step and the reason, deletes the pod it created, and deletes the
+// claim it created (a claim that existed before is never deleted).
+//
+// # Ownership
+//
+// Object names can collide: the safe slug scheme keeps 32 bits of a hash,
+// and two user names with the same pod name are found in under a second.
+// So every object spawnkit creates carries the raw user and server names
+// in annotations (written last, so no extra_annotations can forge them),
+// and pods and claims carry the id of the start that created them. Before
+// deleting, replacing or reusing an existing pod, claim, secret or
+// service, the Spawner compares its annotations with its own server; an
+// object of another server is a *CollisionError and nothing is deleted or
+// mounted. A pod of the same server from an earlier start is stale and is
+// replaced; one with this start's id is this start's own (a create whose
+// answer was lost) and is kept. Claims without owner annotations (made by
+// KubeSpawner or by hand) are reused, so a migrating hub keeps its users'
+// homes; pods, secrets and services without them are never deleted.
+//
+// # Cancellation and concurrency
+//
+// A Spawner is safe for concurrent use. Start, Resume, Stop and
+// DeleteForever share one operation slot; Poll, State and Server never
+// wait for it. Stop first cancels a Start or Resume in flight (or waiting
+// for the slot): that start returns a *StartError with reason Cancelled
+// wrapping ErrStartCancelled after deleting its pod, keeping its claim;
+// then Stop deletes the pod with delete_grace_period (0 means 0) and waits
+// until the API server no longer has it, bounded by its ctx. A Start whose
+// ctx is cancelled deletes its pod the same way, unless the cause is
+// ErrDetach: then it returns at once and leaves everything for Resume,
+// which waits for an existing pod to become ready (the Manager uses it
+// after a restart). Close is terminal: it cancels a start in flight with
+// ErrClosed, waits for it, releases the informer holds, and every later
+// call returns ErrClosed.
+//
+// # Poll and State
 //
 // Poll reads only the shared cache, after its first sync: pending or
 // running is "not exited"; a terminated notebook container gives its exit
-// code (and the pod is deleted when delete_stopped_pods is on); no pod is
-// exit status 1. Stop deletes the pod and waits until it is gone; it is
-// idempotent and never touches the claim. Progress replays the current
-// Start from its beginning to each reader: one event per pod event, each
-// a third of the way closer to 90%, then a final event (ready with the
-// URL, or failed with the reason).
+// code (with Reason Exited or OOMKilled, or Evicted); no pod is exit code
+// 1. A stopped pod is deleted when delete_stopped_pods is on, with a UID
+// precondition so a newer pod of a racing Start is never touched. Every
+// pod records the State of its start in StateAnnotation (names, port,
+// SSL, services, pod_connect_ip, user id and options, start id; nothing
+// secret), so StateFromPod and LoadState rebuild the exact URL in another
+// process.
 //
-// A Spawner is safe for concurrent use; Start, Stop and DeleteForever of
-// one Spawner are serialized. It holds the shared pod informer of its
-// namespace from first use until Close.
+// # Progress
+//
+// StartOptions.OnProgress (and StopOptions.OnProgress) is called with
+// every step, in order, before the call returns; registering it with the
+// call means no event can be missed. Pod events move progress a third of
+// the way closer to 90%; the final event is 100 and has Ready and the URL,
+// or Failed and the reason. NewStream makes a replayable stream of it for
+// any number of readers.
 //
 // # Profiles
 //
 // Config.ProfileList (KubeSpawner's profile_list, or ProfileListFunc for a
-// dynamic one) is applied by Config.Resolve to a user's options (profile,
-// <option>, <option>--unlisted-choice): the profile's overrides, then
-// each option's chosen, unlisted (validated by validation_regex, with
+// dynamic one) is applied by Config.Resolve to a start's user options
+// (profile, <option>, <option>--unlisted-choice): the profile's overrides,
+// then each option's chosen, unlisted (validated by validation_regex, with
 // {value} substituted) or default choice's overrides, merged into the
-// loaded options (a mapping merges, null removes a key). A hub calls
-// Resolve and hands the result to New; the Manager does it in Spawn.
+// loaded options (a mapping merges, null removes a key). Start does this
+// itself; names always come from the base configuration.
 //
 // # Manager
 //
-// Manager runs a hub's servers: Spawn starts one in the background and
-// Events streams its progress to any number of readers, each from the
-// beginning, always ending with a ready or failed event. Start(ctx)
-// recovers the servers that exist in the cluster (found by spawnkit's
-// managed-by label and mapped to servers by the raw names in their
-// annotations, so any replica can take over) and reconciles every
-// ReconcileInterval: a server whose pod went away becomes stopped, a pod
-// still starting is watched until it is ready or fails.
+// Manager is a controller for a hub's servers, built only on the exported
+// Spawner API. Each server has a state machine (stopped → starting →
+// running → stopping → stopped, and failed with a reason), every
+// transition under the server's lock. Spawn of a starting or running
+// server returns its status and starts nothing; Stop of a starting server
+// cancels the start; unknown servers are ErrNotFound. Pod informer events
+// drive phases through a rate-limited workqueue, so a running server
+// whose container exits, or whose pod is OOM-killed, evicted or deleted,
+// becomes failed with the exit code and reason at once; a jittered resync
+// is a backstop that reads only the cache (the Manager holds its informer
+// for its lifetime, so nothing relists in steady state). Watch streams
+// status changes; Events replays the current operation's progress. Starts
+// beyond ConcurrentSpawnLimit wait in a queue and report their position.
+//
+// A graceful shutdown (Start's ctx ends) cancels operations with
+// ErrShutdown, which wraps ErrDetach: no pod is deleted, and the next
+// Manager recovers every server from the State its pod records, resuming
+// starts in flight. With LeaderElection, replicas are active/passive on a
+// Lease: only the leader changes servers (others return ErrNotLeader from
+// Spawn, Stop and DeleteForever but answer Status, List and Poll), and a
+// standby takes over within the lease duration. Stopped and failed
+// servers are forgotten after Retention. Metrics are listed on
+// ManagerOptions.Registerer's type (see manager_metrics.go).
 //
 // # Not supported
 //

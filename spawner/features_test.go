@@ -29,7 +29,19 @@ func waitDeleted(t *testing.T, ctx context.Context, kind, ns, name string) {
 	var w watch.Interface
 	var err error
 	var exists func() bool
-	switch kind {
+	switch strings.ToLower(kind) {
+	case "pod":
+		w, err = cluster.Client.CoreV1().Pods(ns).Watch(ctx, sel)
+		exists = func() bool {
+			_, e := cluster.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			return e == nil
+		}
+	case "persistentvolumeclaim":
+		w, err = cluster.Client.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, sel)
+		exists = func() bool {
+			_, e := cluster.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+			return e == nil
+		}
 	case "secret":
 		w, err = cluster.Client.CoreV1().Secrets(ns).Watch(ctx, sel)
 		exists = func() bool {

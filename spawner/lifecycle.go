@@ -32,6 +32,8 @@ type Status struct {
 	// can change when a pod is replaced behind the hub's back).
 	URL        string `json:"url,omitempty"`
 	URLChanged bool   `json:"url_changed,omitempty"`
+	// Deleting is true while the pod is being deleted.
+	Deleting bool `json:"deleting,omitempty"`
 	// Phase is the pod's phase, "" without a pod.
 	Phase corev1.PodPhase `json:"phase,omitempty"`
 	// Created is when the pod was created, ReadySince when it last became
@@ -89,6 +91,7 @@ func (s *Spawner) Poll(ctx context.Context) (Status, error) {
 		return st, nil
 	}
 	st.Running = true
+	st.Deleting = pod.DeletionTimestamp != nil
 	st.Ready = isReady(pod)
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {

@@ -324,8 +324,27 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	if err != nil {
 		return ServerStatus{}, false, err
 	}
-	if _, err := m.base.cfg.Resolve(ctx, opts.UserOptions); err != nil {
+	if e := m.lookup(s); e != nil {
+		// Starting or running: the current status, whatever the options.
+		if st := m.statusOf(e); st.Phase == PhaseStarting || st.Phase == PhaseRunning {
+			return st, false, nil
+		}
+	}
+	sopts := StartOptions{UserOptions: opts.UserOptions, Env: opts.Env, Cmd: opts.Cmd, Args: opts.Args, SSL: opts.SSL, UserID: opts.UserID}
+	if sopts.UserID == 0 {
+		sopts.UserID = s.UserID
+	}
+	// Bad user options, and anything else a start could only fail on
+	// later, fail here: before the Manager knows the server.
+	probe, err := m.base.newSpawner(s)
+	if err != nil {
 		return ServerStatus{}, false, err
+	}
+	if e := m.lookup(s); e != nil {
+		probe.LoadState(e.sp.State())
+	}
+	if _, err := probe.Plan(ctx, sopts); err != nil {
+		return ServerStatus{}, false, &StartError{Server: s, Step: StepPlan, Reason: ReasonInvalid, Err: err}
 	}
 	e, err := m.entryFor(s)
 	if err != nil {
@@ -348,11 +367,7 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	e.stream = NewStream()
 	op := m.beginOpLocked(run, e, "start")
 	m.setPhaseLocked(e, PhaseStarting)
-	sopts := StartOptions{UserOptions: opts.UserOptions, Env: opts.Env, Cmd: opts.Cmd, Args: opts.Args, SSL: opts.SSL,
-		UserID: opts.UserID, OnProgress: e.stream.Publish}
-	if sopts.UserID == 0 {
-		sopts.UserID = s.UserID
-	}
+	sopts.OnProgress = e.stream.Publish
 	stream, sp := e.stream, e.sp
 	m.metrics.spawnsInFlight.Inc()
 	go m.runStart(e, op, sp, stream, func(ctx context.Context) (string, error) {

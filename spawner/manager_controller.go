@@ -48,7 +48,12 @@ func (m *Manager) Start(ctx context.Context) error {
 		return err
 	}
 	m.pods = pods
-	run, stop := context.WithCancelCause(ctx)
+	// Operations derive from run, which ends with ctx but with
+	// ErrShutdown as its cause (a child of ctx would see ctx's own cause,
+	// context.Canceled, and delete the pods it is starting).
+	run, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+	stopOnDone := context.AfterFunc(ctx, func() { stop(ErrShutdown) })
+	defer stopOnDone()
 	m.run = run
 	m.leading = m.opts.LeaderElection == nil
 	m.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[serverKey](),
@@ -285,8 +290,8 @@ func (m *Manager) observe(ctx context.Context, e *entry) error {
 		if phase == PhaseRunning {
 			return nil // a container restarting: still the same server
 		}
-		if phase == PhaseStopping {
-			return nil
+		if phase == PhaseStopping || st.Deleting {
+			return nil // a pod on its way out is never resumed
 		}
 		m.mu.Lock()
 		leading, run := m.leading, m.run

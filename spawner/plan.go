@@ -89,6 +89,12 @@ func Plan(ctx context.Context, server naming.Server, cfg Config, opts StartOptio
 	return plan(ctx, server, &cfg, names, st, opts, "")
 }
 
+// Plan renders the objects a Start of this Spawner's server with opts
+// would create, with the names in use (State), without any API call.
+func (s *Spawner) Plan(ctx context.Context, opts StartOptions) (*Objects, error) {
+	return plan(ctx, s.server, &s.b.cfg, s.names, s.State(), opts, "")
+}
+
 // plan renders a start's objects. base is the defaulted configuration,
 // names the server's names from today's templates (their fields feed the
 // templated options), st the names in use (a loaded State wins over

@@ -1,7 +1,7 @@
 // Command quickstart shows spawnkit end to end: it starts a simulated
 // Kubernetes cluster (or uses yours with -kubeconfig), spawns three user
-// servers at once with live progress bars, polls them, stops them, and
-// prints one summary line.
+// servers at once with live progress bars, polls them, fetches each one's
+// URL, stops them, and prints one summary line.
 //
 //	go run ./examples/quickstart
 //	go run ./examples/quickstart -kubeconfig ~/.kube/config -namespace jhub
@@ -99,17 +99,11 @@ func run(ctx context.Context, kubeconfig, namespace, image string) error {
 			mpb.AppendDecorators(decor.Percentage()),
 		)
 		g.Go(func() error {
-			done := make(chan struct{})
-			// The bar follows the Start's progress stream; this goroutine
-			// ends with the stream (which ends when Start does).
-			go func() {
-				defer close(done)
-				for e := range s.Progress(gctx) {
-					bar.SetCurrent(int64(e.Progress))
-				}
-			}()
-			url, err := s.Start(gctx)
-			<-done
+			// The bar follows the start's progress, registered with the
+			// call itself so that no step is missed.
+			url, err := s.Start(gctx, spawner.StartOptions{
+				OnProgress: func(e spawner.ProgressEvent) { bar.SetCurrent(int64(e.Progress)) },
+			})
 			if err != nil {
 				bar.Abort(false)
 				return fmt.Errorf("%s: %w", label, err)
@@ -127,14 +121,19 @@ func run(ctx context.Context, kubeconfig, namespace, image string) error {
 		return startErr
 	}
 
+	// A server ran when it is running and answered at its URL.
 	running := 0
 	for i, s := range spawners {
 		status, err := s.Poll(ctx)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("%-40s %-28s running=%v\n", s.State().PodName, urls[i], status.Running)
-		if status.Running {
+		answer, err := fetch(ctx, urls[i])
+		if err != nil {
+			answer = "no answer: " + err.Error()
+		}
+		fmt.Printf("%-40s %-28s running=%v %s\n", s.State().PodName, urls[i], status.Running, answer)
+		if status.Running && err == nil {
 			running++
 		}
 	}
@@ -180,7 +179,9 @@ func clusterConfig(ctx context.Context, kubeconfig string) (*rest.Config, func()
 	fmt.Println("starting a simulated cluster (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok)...")
 	startCtx, cancel := context.WithTimeout(ctx, testcluster.StartTimeout)
 	defer cancel()
-	c, err := testcluster.Start(startCtx, testcluster.Options{Level: testcluster.Lifecycle})
+	// Responders stand in for the servers the pods would run, so that each
+	// server's URL answers.
+	c, err := testcluster.Start(startCtx, testcluster.Options{Level: testcluster.Lifecycle, Responders: true})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,6 +76,19 @@ type Options struct {
 
 	// Progress receives one line per start-up step. Default: discarded.
 	Progress io.Writer
+
+	// PodCIDR is the range pods get their IPs from (Lifecycle only). It
+	// must lie within 127.0.0.0/8 and be a /24 or larger; the fake nodes'
+	// InternalIP, and so every pod's hostIP, is its last host address.
+	// Default: a 127.X.0.0/16 that no other cluster on this machine holds
+	// (see Cluster.PodCIDR).
+	PodCIDR string
+
+	// Responders makes every Running pod answer HTTP on its pod IP, on
+	// each TCP port its containers declare, with an Answer as JSON
+	// (Lifecycle only); BootDelayAnnotation delays a pod's answers.
+	// Their log is responders.log in LogDir. Default: false.
+	Responders bool
 }
 
 // Timings says how long each part of Start took.
@@ -107,11 +121,21 @@ type Cluster struct {
 	Level Level
 	// Timings measured during Start.
 	Timings Timings
+	// PodCIDR is the range pods get their IPs from, as "127.X.0.0/16"
+	// (Lifecycle only; empty otherwise).
+	PodCIDR string
 
 	env      *envtest.Environment
 	procs    []*process
 	keepLogs bool
 	ownsLogs bool
+	// podCIDRLease holds a default PodCIDR until Stop.
+	podCIDRLease *cidrLease
+	// stopResponders ends the responders; respondersDone is closed when
+	// they have stopped. Both are nil without Options.Responders.
+	stopResponders context.CancelFunc
+	respondersDone chan struct{}
+	respondersLog  *os.File
 }
 
 const (
@@ -130,6 +154,12 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	begin := time.Now()
 	if opts.Level == 0 {
 		opts.Level = APIServer
+	}
+	var podCIDR netip.Prefix
+	if opts.PodCIDR != "" {
+		if podCIDR, err = parsePodCIDR(opts.PodCIDR); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Nodes <= 0 {
 		opts.Nodes = 2
@@ -173,11 +203,25 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 
 	if opts.Level == Lifecycle {
 		step := time.Now()
-		if err := c.startLifecycle(ctx, binDir, opts.Nodes); err != nil {
+		if !podCIDR.IsValid() {
+			if c.podCIDRLease, err = leasePodCIDR(); err != nil {
+				return c, err
+			}
+			podCIDR = c.podCIDRLease.prefix
+		}
+		c.PodCIDR = podCIDR.String()
+		if err := c.startLifecycle(ctx, binDir, opts.Nodes, podCIDR); err != nil {
 			return c, err
 		}
 		c.Timings.Nodes = time.Since(step)
-		fmt.Fprintf(progress, "testcluster: scheduler, controller-manager, kwok and %d nodes ready in %s\n", opts.Nodes, c.Timings.Nodes.Round(time.Millisecond))
+		fmt.Fprintf(progress, "testcluster: scheduler, controller-manager, kwok and %d nodes ready in %s; pod IPs from %s\n",
+			opts.Nodes, c.Timings.Nodes.Round(time.Millisecond), c.PodCIDR)
+		if opts.Responders {
+			if err := c.startResponders(ctx); err != nil {
+				return c, err
+			}
+			fmt.Fprintf(progress, "testcluster: responders answering HTTP for running pods\n")
+		}
 		step = time.Now()
 		if err := c.warmUp(ctx); err != nil {
 			return c, err
@@ -281,7 +325,7 @@ func (c *Cluster) wrapWithDeathSignal(binDir string, env *envtest.Environment) e
 	return nil
 }
 
-func (c *Cluster) startLifecycle(ctx context.Context, binDir string, nodes int) error {
+func (c *Cluster) startLifecycle(ctx context.Context, binDir string, nodes int, podCIDR netip.Prefix) error {
 	stages := filepath.Join(c.LogDir, "kwok-stages.yaml")
 	if err := os.WriteFile(stages, stagesYAML, 0o644); err != nil {
 		return fmt.Errorf("writing kwok stages: %w", err)
@@ -313,7 +357,7 @@ func (c *Cluster) startLifecycle(ctx context.Context, binDir string, nodes int) 
 			kc, "--config=" + stages,
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
-			"--cidr=10.244.0.0/16", "--node-ip=10.96.0.1",
+			"--cidr=" + podCIDR.String(), "--node-ip=" + nodeIP(podCIDR).String(),
 			"--node-lease-duration-seconds=40",
 		}},
 	}
@@ -450,7 +494,8 @@ func (c *Cluster) checkProcesses() error {
 }
 
 // LogTail returns the last n lines of a component's log ("etcd",
-// "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok").
+// "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok",
+// and "responders" with Options.Responders).
 func (c *Cluster) LogTail(component string, n int) string {
 	data, err := os.ReadFile(filepath.Join(c.LogDir, component+".log"))
 	if err != nil {
@@ -463,10 +508,20 @@ func (c *Cluster) LogTail(component string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// Stop stops every component, newest first, waits until each has exited,
-// and removes the log directory unless it is to be kept.
+// Stop stops the responders and every component, newest first, waits
+// until each has exited, frees the default pod range, and removes the log
+// directory unless it is to be kept.
 func (c *Cluster) Stop() error {
 	var errs []error
+	if c.stopResponders != nil {
+		c.stopResponders()
+		<-c.respondersDone
+		c.stopResponders = nil
+	}
+	if c.respondersLog != nil {
+		c.respondersLog.Close()
+		c.respondersLog = nil
+	}
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		if err := c.procs[i].stop(10 * time.Second); err != nil {
 			errs = append(errs, err)
@@ -484,6 +539,11 @@ func (c *Cluster) Stop() error {
 		}
 		c.env = nil
 	}
+	// Only now that kwok is gone can another cluster hand out these IPs.
+	if err := c.podCIDRLease.release(); err != nil {
+		errs = append(errs, fmt.Errorf("releasing pod range %s: %w", c.PodCIDR, err))
+	}
+	c.podCIDRLease = nil
 	if c.ownsLogs && !c.keepLogs && len(errs) == 0 {
 		if err := os.RemoveAll(c.LogDir); err != nil {
 			errs = append(errs, fmt.Errorf("removing %s: %w", c.LogDir, err))

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 		// cluster and is killed; it needs no package cluster.
 		os.Exit(m.Run())
 	}
-	testcluster.Main(m, testcluster.Options{Level: testcluster.Lifecycle, Progress: os.Stderr}, &cluster)
+	testcluster.Main(m, testcluster.Options{Level: testcluster.Lifecycle, Progress: os.Stderr, Responders: true}, &cluster)
 }
 
 // newNamespace creates a namespace for one test and deletes it afterwards.
@@ -344,6 +344,10 @@ func TestStopLeavesNoProcesses(t *testing.T) {
 	// etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok.
 	if len(started) != 5 {
 		t.Errorf("cluster started %d child processes, want 5: %v", len(started), started)
+	}
+	// Both clusters took a default pod range; they must not share it.
+	if c.PodCIDR == "" || c.PodCIDR == cluster.PodCIDR {
+		t.Errorf("second cluster's pod CIDR %q, package cluster's %q: want two different ranges", c.PodCIDR, cluster.PodCIDR)
 	}
 	logDir := c.LogDir
 	if err := c.Stop(); err != nil {

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/spawnkit/spawnkit/spawner"
+)
+
+// backend is what the HTTP API needs of spawnkit. The handlers see only
+// this interface and the types below, which mirror the wire format, so the
+// API does not move when spawner.Manager does: backend_manager.go adapts
+// the Manager to it, and the tests use an in-memory fake.
+//
+// Errors a backend returns for the caller's input or for a state the
+// caller can act on are made with errNotFound, errConflict or
+// errBadRequest; anything else is the service's own failure (500).
+type backend interface {
+	// Spawn starts a server in the background. When it is already
+	// starting or running nothing is restarted: it returns the current
+	// status and started=false.
+	Spawn(ctx context.Context, s serverID, req spawnRequest) (st serverStatus, started bool, err error)
+	// Stop cancels a start in flight, deletes the pod and waits until it
+	// is gone (bounded by ctx); now means a grace period of 0.
+	Stop(ctx context.Context, s serverID, now bool) (serverStatus, error)
+	// Poll reports a server as KubeSpawner's poll sees it.
+	Poll(ctx context.Context, s serverID) (serverStatus, error)
+	// List reports every server, sorted by user and server.
+	List(ctx context.Context) ([]serverStatus, error)
+	// Events replays the current (or last) operation's progress from its
+	// start and follows it; the channel closes after the final event or
+	// when ctx ends.
+	Events(ctx context.Context, s serverID) (<-chan progressEvent, error)
+	// Profiles is the profile list the options form offers (read-only).
+	Profiles(ctx context.Context) ([]spawner.Profile, error)
+}
+
+// serverID names a server; Name "" is the user's default server.
+type serverID struct {
+	User, Name string
+}
+
+// spawnRequest is a decoded POST body.
+type spawnRequest struct {
+	// UserOptions have KubeSpawner's keys: "profile", "<option>",
+	// "<option>--unlisted-choice".
+	UserOptions map[string]string
+	// Env is sorted by name.
+	Env []corev1.EnvVar
+	// Cmd nil means the configuration's cmd.
+	Cmd, Args []string
+	UserID    int64
+}
+
+// serverStatus is the status JSON of every server endpoint.
+type serverStatus struct {
+	User   string `json:"user"`
+	Server string `json:"server"`
+	// Phase is stopped, starting, running, stopping or failed.
+	Phase string `json:"phase"`
+	URL   string `json:"url,omitempty"`
+	Ready bool   `json:"ready"`
+	// ExitCode is null while the server is starting or running, as
+	// KubeSpawner's poll returns None.
+	ExitCode  *int       `json:"exit_code"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	ReadyAt   *time.Time `json:"ready_at,omitempty"`
+	Reason    string     `json:"reason,omitempty"`
+	Message   string     `json:"message,omitempty"`
+	State     any        `json:"state"`
+}
+
+// progressEvent is one step of an operation.
+type progressEvent struct {
+	Progress int       `json:"progress"` // 0..100, 100 only on the final event
+	Message  string    `json:"message"`
+	Ready    bool      `json:"ready"` // final event of a successful start
+	URL      string    `json:"url"`
+	Failed   bool      `json:"failed"` // final event of a failed operation
+	Reason   string    `json:"reason"`
+	Stopped  bool      `json:"stopped"` // final event of a successful stop
+	Time     time.Time `json:"time"`
+}
+
+// final reports whether e ends its stream.
+func (e progressEvent) final() bool { return e.Ready || e.Failed || e.Stopped || e.Progress >= 100 }
+
+// kind is the SSE event name.
+func (e progressEvent) kind() string {
+	switch {
+	case e.Ready:
+		return "ready"
+	case e.Failed:
+		return "failed"
+	case e.Stopped:
+		return "stopped"
+	}
+	return "progress"
+}
+
+// Error reasons, the "reason" of an error body.
+const (
+	reasonBadRequest         = "BadRequest"
+	reasonInvalidUserOptions = "InvalidUserOptions"
+	reasonNotFound           = "NotFound"
+	reasonConflict           = "Conflict"
+	reasonUnauthorized       = "Unauthorized"
+	reasonTooLarge           = "RequestEntityTooLarge"
+	reasonMethodNotAllowed   = "MethodNotAllowed"
+	reasonInternal           = "InternalError"
+)
+
+// apiError is an error the API answers with its own status and reason
+// rather than 500.
+type apiError struct {
+	Status int    // HTTP status
+	Reason string // CamelCase reason
+	Err    error
+}
+
+func (e *apiError) Error() string { return e.Err.Error() }
+func (e *apiError) Unwrap() error { return e.Err }
+
+// errNotFound reports an unknown server (404).
+func errNotFound(err error) error {
+	return &apiError{Status: http.StatusNotFound, Reason: reasonNotFound, Err: err}
+}
+
+// errConflict reports an operation in flight that forbids this one (409).
+func errConflict(err error) error {
+	return &apiError{Status: http.StatusConflict, Reason: reasonConflict, Err: err}
+}
+
+// errBadRequest reports input that cannot be used (400); reason is
+// reasonBadRequest or reasonInvalidUserOptions.
+func errBadRequest(reason string, err error) error {
+	return &apiError{Status: http.StatusBadRequest, Reason: reason, Err: err}
+}

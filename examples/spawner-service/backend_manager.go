@@ -1,0 +1,134 @@
+// This file is the only one that knows spawner.Manager: it adapts the
+// Manager to the backend the HTTP API uses.
+
+package main
+
+import (
+	"context"
+	"errors"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
+	"github.com/spawnkit/spawnkit/spawner"
+)
+
+// managerBackend is a backend over one spawner.Manager; safe for
+// concurrent use as the Manager is.
+type managerBackend struct {
+	m *spawner.Manager
+}
+
+var _ service = (*managerBackend)(nil)
+
+// newManagerBackend makes the process's one registry and Manager.
+func newManagerBackend(client kubernetes.Interface, cfg spawner.Config) (service, error) {
+	registry, err := reflector.New(reflector.Options{Client: client})
+	if err != nil {
+		return nil, err
+	}
+	m, err := spawner.NewManager(spawner.ManagerOptions{Client: client, Registry: registry, Config: cfg})
+	if err != nil {
+		return nil, err
+	}
+	return &managerBackend{m: m}, nil
+}
+
+func (b *managerBackend) Start(ctx context.Context) error { return b.m.Start(ctx) }
+
+func toServer(s serverID, userID int64) naming.Server {
+	return naming.Server{Username: s.User, Servername: s.Name, UserID: userID}
+}
+
+func (b *managerBackend) Spawn(ctx context.Context, s serverID, req spawnRequest) (serverStatus, bool, error) {
+	st, started, err := b.m.Spawn(ctx, toServer(s, req.UserID), spawner.SpawnOptions{
+		UserOptions: req.UserOptions, Env: req.Env, Cmd: req.Cmd, Args: req.Args, UserID: req.UserID,
+	})
+	if err != nil {
+		return serverStatus{}, false, managerError(err)
+	}
+	return fromStatus(st), started, nil
+}
+
+func (b *managerBackend) Stop(ctx context.Context, s serverID, now bool) (serverStatus, error) {
+	st, err := b.m.Stop(ctx, toServer(s, 0), spawner.StopOptions{Now: now})
+	if err != nil {
+		return serverStatus{}, managerError(err)
+	}
+	return fromStatus(st), nil
+}
+
+func (b *managerBackend) Poll(ctx context.Context, s serverID) (serverStatus, error) {
+	st, err := b.m.Poll(ctx, toServer(s, 0))
+	if err != nil {
+		return serverStatus{}, managerError(err)
+	}
+	return fromStatus(st), nil
+}
+
+func (b *managerBackend) List(context.Context) ([]serverStatus, error) {
+	list := b.m.List()
+	out := make([]serverStatus, len(list))
+	for i, st := range list {
+		out[i] = fromStatus(st)
+	}
+	return out, nil
+}
+
+func (b *managerBackend) Events(ctx context.Context, s serverID) (<-chan progressEvent, error) {
+	in, err := b.m.Events(ctx, toServer(s, 0))
+	if err != nil {
+		return nil, managerError(err)
+	}
+	out := make(chan progressEvent)
+	// Owned by the reader: ends when the Manager closes in (after the
+	// final event, or when ctx ends) or when ctx ends.
+	go func() {
+		defer close(out)
+		for e := range in {
+			select {
+			case out <- progressEvent{Progress: e.Progress, Message: e.Message, Ready: e.Ready, URL: e.URL,
+				Failed: e.Failed, Reason: e.Reason, Stopped: e.Stopped, Time: e.Time}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (b *managerBackend) Profiles(ctx context.Context) ([]spawner.Profile, error) {
+	cfg := b.m.Config()
+	if cfg.ProfileListFunc != nil {
+		return cfg.ProfileListFunc(ctx)
+	}
+	return cfg.ProfileList, nil
+}
+
+func fromStatus(st spawner.ServerStatus) serverStatus {
+	return serverStatus{
+		User: st.User, Server: st.Server, Phase: string(st.Phase), URL: st.URL, Ready: st.Ready,
+		ExitCode: st.ExitCode, StartedAt: st.StartedAt, ReadyAt: st.ReadyAt,
+		Reason: st.Reason, Message: st.Message, State: st.State,
+	}
+}
+
+// managerError maps the Manager's errors to the API's: what the caller
+// can act on is 404, 409 or 400; the rest stays a 500.
+func managerError(err error) error {
+	var pe *spawner.ProfileError
+	var se *spawner.StartError
+	switch {
+	case errors.Is(err, spawner.ErrNotFound):
+		return errNotFound(err)
+	case errors.Is(err, spawner.ErrBusy):
+		return errConflict(err)
+	case errors.As(err, &pe):
+		return errBadRequest(reasonInvalidUserOptions, err)
+	case errors.As(err, &se) && se.Step == spawner.StepPlan:
+		// The options resolved to a configuration that cannot start.
+		return errBadRequest(reasonInvalidUserOptions, err)
+	}
+	return err
+}

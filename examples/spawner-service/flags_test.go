@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestLoadToken(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	trimmed := write("trimmed", "  \tfile-token\n\n")
+	blank := write("blank", " \n")
+	cases := []struct {
+		name, file, env string
+		want            string
+		wantErr         string
+	}{
+		{"file trimmed", trimmed, "", "file-token", ""},
+		{"file wins over env", trimmed, "env-token", "file-token", ""},
+		{"env", "", " env-token\n", "env-token", ""},
+		{"none", "", "", "", "no API token"},
+		{"blank env", "", "  ", "", "no API token"},
+		{"blank file", blank, "env-token", "", "is empty"},
+		{"missing file", filepath.Join(dir, "missing"), "env-token", "", "reading the token"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			getenv := func(k string) string {
+				if k == tokenEnv {
+					return c.env
+				}
+				return ""
+			}
+			got, err := loadToken(c.file, getenv)
+			if got != c.want || (err == nil) != (c.wantErr == "") || err != nil && !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("loadToken = %q, %v; want %q, error containing %q", got, err, c.want, c.wantErr)
+			}
+		})
+	}
+}
+
+// TestRunRefusesWithoutToken: no token, no start (and no cluster call).
+func TestRunRefusesWithoutToken(t *testing.T) {
+	var stderr bytes.Buffer
+	err := run(t.Context(), []string{"-listen", "127.0.0.1:0"}, func(string) string { return "" }, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "no API token") {
+		t.Errorf("run without a token = %v, want a refusal naming the token", err)
+	}
+}
+
+func TestHelpShowsOnlyOwnFlags(t *testing.T) {
+	var stderr bytes.Buffer
+	err := run(t.Context(), []string{"-h"}, func(string) string { return "" }, &stderr)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("run -h = %v, want flag.ErrHelp", err)
+	}
+	out := stderr.String()
+	for _, f := range []string{"-kubeconfig", "-config", "-listen", "-token-file", "127.0.0.1:8081", tokenEnv} {
+		if !strings.Contains(out, f) {
+			t.Errorf("help lacks %s:\n%s", f, out)
+		}
+	}
+	if strings.Contains(out, "test.") {
+		t.Errorf("help shows the test binary's flags:\n%s", out)
+	}
+	if err := run(t.Context(), []string{"stray"}, func(string) string { return "" }, &stderr); err == nil {
+		t.Error("stray argument accepted")
+	}
+}

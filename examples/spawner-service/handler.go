@@ -1,0 +1,334 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// maxBodyBytes bounds every request body; a larger one is refused (413).
+const maxBodyBytes = 1 << 20
+
+// handlerOptions configure newHandler. Token is required.
+type handlerOptions struct {
+	// Token is the bearer token every request must carry.
+	Token string
+	// Keepalive is how often a progress stream sends a comment so that
+	// proxies keep an idle stream open. Default: 15 s.
+	Keepalive time.Duration
+	// Log receives one line per request. Default: discard.
+	Log logr.Logger
+}
+
+// api serves the v1 API over a backend. It is safe for concurrent use:
+// it holds no state of its own.
+type api struct {
+	b         backend
+	keepalive time.Duration
+}
+
+// newHandler returns the v1 API: every path, known or not, needs the
+// bearer token, and every error is a JSON {error, reason} body.
+func newHandler(b backend, opts handlerOptions) http.Handler {
+	if opts.Keepalive <= 0 {
+		opts.Keepalive = 15 * time.Second
+	}
+	a := &api{b: b, keepalive: opts.Keepalive}
+	mux := http.NewServeMux()
+	// The default server, then named ones, as in JupyterHub's own API.
+	for _, s := range []string{"/v1/users/{user}/server", "/v1/users/{user}/servers/{name}"} {
+		mux.Handle("POST "+s, a.handle(a.spawn))
+		mux.Handle("GET "+s, a.handle(a.poll))
+		mux.Handle("DELETE "+s, a.handle(a.stop))
+		mux.Handle("GET "+s+"/progress", a.handle(a.progress))
+	}
+	mux.Handle("GET /v1/servers", a.handle(a.list))
+	mux.Handle("GET /v1/users/{user}/options-form", a.handle(a.optionsForm))
+	mux.Handle("POST /v1/users/{user}/options-from-form", a.handle(a.optionsFromForm))
+	mux.Handle("GET /v1/healthz", a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+		return nil
+	}))
+	return logRequests(opts.Log, requireToken(opts.Token, jsonFallback(mux)))
+}
+
+// handle turns a handler's error into the JSON error answer.
+func (a *api) handle(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) {
+				logr.FromContextOrDiscard(r.Context()).Error(err, "request failed", "method", r.Method, "path", r.URL.EscapedPath())
+			}
+			writeError(w, err)
+		}
+	})
+}
+
+func serverOf(r *http.Request) serverID {
+	return serverID{User: r.PathValue("user"), Name: r.PathValue("name")}
+}
+
+func (a *api) spawn(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		UserOptions map[string]json.RawMessage `json:"user_options"`
+		Env         map[string]string          `json:"env"`
+		Cmd         []string                   `json:"cmd"`
+		Args        []string                   `json:"args"`
+		UserID      int64                      `json:"user_id"`
+	}
+	if err := readJSON(w, r, &body); err != nil {
+		return err
+	}
+	opts, err := userOptions(body.UserOptions)
+	if err != nil {
+		return err
+	}
+	env, err := envVars(body.Env)
+	if err != nil {
+		return err
+	}
+	req := spawnRequest{UserOptions: opts, Env: env, Args: body.Args, UserID: body.UserID}
+	if len(body.Cmd) > 0 {
+		req.Cmd = body.Cmd
+	}
+	st, started, err := a.b.Spawn(r.Context(), serverOf(r), req)
+	if err != nil {
+		return err
+	}
+	code := http.StatusOK
+	if started {
+		code = http.StatusAccepted
+	}
+	writeJSON(w, code, st)
+	return nil
+}
+
+// userOptions takes strings as they are and a one-element list of strings
+// as its element (form data, as JupyterHub hands it on); anything else is
+// refused, since a profile option is one string.
+func userOptions(raw map[string]json.RawMessage) (map[string]string, error) {
+	out := make(map[string]string, len(raw))
+	for k, v := range raw {
+		var s string
+		if err := json.Unmarshal(v, &s); err == nil && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			out[k] = s
+			continue
+		}
+		var list []string
+		if err := json.Unmarshal(v, &list); err == nil && len(list) == 1 {
+			out[k] = list[0]
+			continue
+		}
+		return nil, errBadRequest(reasonInvalidUserOptions,
+			fmt.Errorf("user_options[%q] is %s: want a string or a list of one string", k, v))
+	}
+	return out, nil
+}
+
+// envVars sorts the environment by name: a map has no order, and a pod's
+// env list does matter ($(VAR) references resolve only to variables
+// listed earlier); sorting also makes the same request give the same pod.
+func envVars(env map[string]string) ([]corev1.EnvVar, error) {
+	out := make([]corev1.EnvVar, 0, len(env))
+	for k, v := range env {
+		if k == "" {
+			return nil, errBadRequest(reasonBadRequest, errors.New("env has an empty variable name"))
+		}
+		out = append(out, corev1.EnvVar{Name: k, Value: v})
+	}
+	slices.SortFunc(out, func(a, b corev1.EnvVar) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func (a *api) poll(w http.ResponseWriter, r *http.Request) error {
+	st, err := a.b.Poll(r.Context(), serverOf(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+func (a *api) stop(w http.ResponseWriter, r *http.Request) error {
+	now := false
+	if v := r.URL.Query().Get("now"); v != "" {
+		var err error
+		if now, err = strconv.ParseBool(v); err != nil {
+			return errBadRequest(reasonBadRequest, fmt.Errorf("now=%q: want true or false", v))
+		}
+	}
+	st, err := a.b.Stop(r.Context(), serverOf(r), now)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+func (a *api) list(w http.ResponseWriter, r *http.Request) error {
+	list, err := a.b.List(r.Context())
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []serverStatus{} // [] rather than null
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// readJSON decodes the body into v, refusing unknown fields, trailing data
+// and bodies over maxBodyBytes; an empty body leaves v as it is.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Reason: reasonTooLarge,
+			Err: fmt.Errorf("the body is larger than %d bytes", tooLarge.Limit)}
+	case err != nil:
+		return errBadRequest(reasonBadRequest, fmt.Errorf("reading the body: %w", err))
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errBadRequest(reasonBadRequest, fmt.Errorf("the body is not the JSON expected: %w", err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errBadRequest(reasonBadRequest, errors.New("the body has data after its JSON value"))
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// errorBody is every error answer.
+type errorBody struct {
+	Error  string `json:"error"`
+	Reason string `json:"reason"`
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	code, reason := http.StatusInternalServerError, reasonInternal
+	var ae *apiError
+	if errors.As(err, &ae) {
+		code, reason = ae.Status, ae.Reason
+	}
+	writeJSON(w, code, errorBody{Error: err.Error(), Reason: reason})
+}
+
+// requireToken refuses any request without "Authorization: Bearer
+// <token>". Both sides are hashed first so that the constant-time compare
+// does not leak the token's length either.
+func requireToken(token string, next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, cred, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		got := sha256.Sum256([]byte(strings.TrimSpace(cred)))
+		// The scheme is case-insensitive (RFC 9110 section 11.1).
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="spawnkit"`)
+			writeError(w, &apiError{Status: http.StatusUnauthorized, Reason: reasonUnauthorized,
+				Err: errors.New("missing or wrong token: send Authorization: Bearer <token>")})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// jsonFallback answers what mux does not route (an unknown path, a method
+// the path does not have) with a JSON error instead of ServeMux's text.
+func jsonFallback(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		rec := &codeRecorder{header: http.Header{}, code: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		for _, k := range []string{"Allow", "Location"} {
+			if v := rec.header.Get(k); v != "" {
+				w.Header().Set(k, v)
+			}
+		}
+		switch rec.code {
+		case http.StatusNotFound:
+			writeError(w, errNotFound(fmt.Errorf("no such path: %s", r.URL.EscapedPath())))
+		case http.StatusMethodNotAllowed:
+			writeError(w, &apiError{Status: rec.code, Reason: reasonMethodNotAllowed,
+				Err: fmt.Errorf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.EscapedPath(), rec.header.Get("Allow"))})
+		default: // a redirect to the clean path
+			writeJSON(w, rec.code, errorBody{Error: "see " + rec.header.Get("Location"), Reason: http.StatusText(rec.code)})
+		}
+	})
+}
+
+// codeRecorder keeps the status and headers ServeMux's own answer would
+// have had, and drops its body.
+type codeRecorder struct {
+	header http.Header
+	code   int
+}
+
+func (c *codeRecorder) Header() http.Header         { return c.header }
+func (c *codeRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (c *codeRecorder) WriteHeader(code int)        { c.code = code }
+
+// logRequests logs one line per request once it is answered, and hands
+// the logger on in the request's context.
+func logRequests(log logr.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(sw, r.WithContext(logr.NewContext(r.Context(), log)))
+		log.Info("request", "method", r.Method, "path", r.URL.EscapedPath(), "query", r.URL.RawQuery,
+			"status", sw.code, "bytes", sw.bytes, "duration", time.Since(start).Round(time.Microsecond).String(),
+			"remote", r.RemoteAddr)
+	})
+}
+
+// statusWriter records what was answered. Unwrap lets
+// http.ResponseController reach the connection's Flush.
+type statusWriter struct {
+	http.ResponseWriter
+	code        int
+	bytes       int64
+	wroteHeader bool
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if !s.wroteHeader {
+		s.code, s.wroteHeader = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	s.wroteHeader = true
+	n, err := s.ResponseWriter.Write(b)
+	s.bytes += int64(n)
+	return n, err
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -1,0 +1,134 @@
+package spawner
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
+)
+
+// podCreates wraps the cluster's config so that pod creates are counted,
+// and, with delay, answered late: the API server has made the pod, but
+// the client has given up by the time the answer comes.
+func podCreates(creates *atomic.Int64, delayFirst time.Duration) *rest.Config {
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.QPS, cfg.Burst = 50, 100
+	var delayed atomic.Bool
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			isCreate := r.Method == http.MethodPost && len(r.URL.Path) > 5 && r.URL.Path[len(r.URL.Path)-5:] == "/pods"
+			if isCreate {
+				creates.Add(1)
+			}
+			resp, err := rt.RoundTrip(r)
+			if isCreate && delayFirst > 0 && err == nil && !delayed.Swap(true) {
+				select {
+				case <-time.After(delayFirst):
+				case <-r.Context().Done():
+				}
+				if r.Context().Err() != nil {
+					resp.Body.Close()
+					return nil, r.Context().Err()
+				}
+			}
+			return resp, err
+		})
+	}
+	return cfg
+}
+
+// TestCreateThatLandsAfterTheClientGaveUp: the first pod create reaches
+// the API server but its answer comes after k8s_api_request_timeout. The
+// retry finds the pod by its start id and keeps it: one pod, one start.
+func TestCreateThatLandsAfterTheClientGaveUp(t *testing.T) {
+	ns := newNamespace(t)
+	var creates atomic.Int64
+	rc := podCreates(&creates, 2*time.Second)
+	client := kubernetes.NewForConfigOrDie(rc)
+	cfg := baseConfig(ns)
+	cfg.K8sAPIRequestTimeout = 1
+	s, err := New(naming.Server{Username: "late"}, Options{Client: client, Registry: sharedRegistry(t), Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := ctxTimeout(t, 60*time.Second)
+	if _, err := s.Start(ctx, hubStart()); err != nil {
+		t.Fatal(err)
+	}
+	pods, err := cluster.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 1 || pods.Items[0].Annotations[StartIDAnnotation] != s.State().StartID {
+		t.Fatalf("%d pods; want the one this start made", len(pods.Items))
+	}
+	if creates.Load() < 2 {
+		t.Errorf("%d creates: the late answer was not retried", creates.Load())
+	}
+	t.Logf("creates sent: %d, pods: 1", creates.Load())
+}
+
+// TestStartBurst starts many servers at once on one Registry with QPS 50
+// and burst 100 (SPAWNKIT_BURST, default 200; the figure is
+// 1,000): no start may fail, and each makes exactly one pod.
+func TestStartBurst(t *testing.T) {
+	n := 200
+	if v, err := strconv.Atoi(os.Getenv("SPAWNKIT_BURST")); err == nil && v > 0 {
+		n = v
+	}
+	ns := newNamespace(t)
+	var creates atomic.Int64
+	rc := podCreates(&creates, 0)
+	client := kubernetes.NewForConfigOrDie(rc)
+	reg, err := reflector.New(reflector.Options{Config: rc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newBase(Options{Client: client, Registry: reg, Config: baseConfig(ns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxTimeout(t, 10*time.Minute)
+	var failures atomic.Int64
+	var wg sync.WaitGroup
+	spawners := make([]*Spawner, n)
+	begin := time.Now()
+	for i := range n {
+		s, err := b.newSpawner(naming.Server{Username: fmt.Sprintf("burst%04d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spawners[i] = s
+		wg.Go(func() {
+			if _, err := s.Start(ctx, hubStart()); err != nil {
+				failures.Add(1)
+				t.Errorf("start %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(begin)
+	t.Logf("%d concurrent Starts (QPS 50, burst 100): %d failures, %d pod creates (%.2f per spawn), %s",
+		n, failures.Load(), creates.Load(), float64(creates.Load())/float64(n), elapsed.Round(time.Millisecond))
+	if c := creates.Load(); c != int64(n) {
+		t.Errorf("%d pod creates for %d starts; want exactly one each", c, n)
+	}
+	for _, s := range spawners {
+		s.Close()
+	}
+	if err := cluster.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,617 @@
+package spawner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
+)
+
+// runManager starts a manager and returns it with a function that shuts
+// it down gracefully and waits for it.
+func runManager(t *testing.T, opts ManagerOptions) (*Manager, func()) {
+	t.Helper()
+	if opts.Client == nil {
+		opts.Client = cluster.Client
+	}
+	if opts.Registry == nil {
+		opts.Registry = sharedRegistry(t)
+	}
+	m, err := NewManager(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Start(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	if err := m.waitReady(ctxTimeout(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return m, stop
+}
+
+// waitStatus follows the Manager's Watch until cond holds for s.
+func waitStatus(t *testing.T, m *Manager, s naming.Server, what string, cond func(ServerStatus) bool) ServerStatus {
+	t.Helper()
+	ctx := ctxTimeout(t, 45*time.Second)
+	w := m.Watch(ctx)
+	if st, err := m.Status(s); err == nil && cond(st) {
+		return st
+	}
+	for st := range w {
+		if st.User == s.Username && st.Server == s.Servername && cond(st) {
+			return st
+		}
+	}
+	st, err := m.Status(s)
+	t.Fatalf("server %+v never %s: last %+v (%v)", s, what, st, err)
+	return st
+}
+
+// waitPod waits until a server's pod runs (ready or not).
+func waitPod(t *testing.T, ctx context.Context, m *Manager, s naming.Server) *corev1.Pod {
+	t.Helper()
+	st, err := m.Status(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := cluster.WaitForPod(ctx, st.State.Namespace, st.State.PodName, testcluster.PodRunning)
+	if err != nil {
+		t.Fatalf("the pod of %+v never ran: %v", s, err)
+	}
+	return pod
+}
+
+func phaseIs(p Phase) func(ServerStatus) bool { return func(st ServerStatus) bool { return st.Phase == p } }
+
+// setPodStatus changes a pod's status as a kubelet would.
+func setPodStatus(t *testing.T, ctx context.Context, ns, name string, mutate func(*corev1.Pod)) {
+	t.Helper()
+	for range 10 {
+		pod, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mutate(pod)
+		if _, err = cluster.Client.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err == nil {
+			return
+		} else if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("could not update the pod's status")
+}
+
+func markReady(p *corev1.Pod) {
+	now := metav1.Now()
+	p.Status.Phase = corev1.PodRunning
+	for i := range p.Status.ContainerStatuses {
+		p.Status.ContainerStatuses[i].Ready = true
+	}
+	p.Status.Conditions = slices.DeleteFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+		return c.Type == corev1.PodReady || c.Type == corev1.ContainersReady
+	})
+	p.Status.Conditions = append(p.Status.Conditions,
+		corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now})
+}
+
+func exitWith(code int32, reason string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodFailed
+		p.Status.Conditions = nil
+		for i := range p.Status.ContainerStatuses {
+			p.Status.ContainerStatuses[i].Ready = false
+			p.Status.ContainerStatuses[i].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason}}
+		}
+	}
+}
+
+func TestManagerSpawnIsIdempotentAndStreamsEvents(t *testing.T) {
+	ns := newNamespace(t)
+	m, _ := runManager(t, ManagerOptions{Config: baseConfig(ns)})
+	ctx := ctxTimeout(t, 60*time.Second)
+	if l := m.List(); l == nil || len(l) != 0 {
+		t.Fatalf("List of an empty manager = %#v, want []", l)
+	}
+	alice := naming.Server{Username: "m-alice"}
+	if _, err := m.Status(alice); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Status of an unknown server = %v", err)
+	}
+	if _, err := m.Stop(ctx, alice, StopOptions{}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Stop of an unknown server = %v", err)
+	}
+	if _, err := m.Events(ctx, alice); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Events of an unknown server = %v", err)
+	}
+	if _, err := m.Poll(ctx, alice); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Poll of an unknown server = %v", err)
+	}
+	st, started, err := m.Spawn(ctx, alice, SpawnOptions{Env: hubStart().Env})
+	if err != nil || !started || st.Phase != PhaseStarting {
+		t.Fatalf("Spawn = %+v, %v, %v", st, started, err)
+	}
+	// Several readers each get the whole stream.
+	var wg sync.WaitGroup
+	finals := make([]ProgressEvent, 3)
+	for i := range finals {
+		ch, err := m.Events(ctx, alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for e := range ch {
+				finals[i] = e
+			}
+		})
+	}
+	again, started, err := m.Spawn(ctx, alice, SpawnOptions{})
+	if err != nil || started || (again.Phase != PhaseStarting && again.Phase != PhaseRunning) {
+		t.Errorf("second Spawn = %+v, %v, %v; want the current status, nothing started", again, started, err)
+	}
+	wg.Wait()
+	for i, f := range finals {
+		if !f.Ready || f.Progress != 100 {
+			t.Errorf("reader %d: final event %+v", i, f)
+		}
+	}
+	running := waitStatus(t, m, alice, "running", phaseIs(PhaseRunning))
+	pod, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, running.State.PodName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if running.URL != "http://"+pod.Status.PodIP+":8888" || !running.Ready || running.ExitCode != nil || running.ReadyAt == nil {
+		t.Errorf("running status %+v", running)
+	}
+	// Spawn of a running server never restarts it.
+	for range 3 {
+		if st, started, err := m.Spawn(ctx, alice, SpawnOptions{}); err != nil || started || st.Phase != PhaseRunning {
+			t.Errorf("Spawn of a running server = %+v, %v, %v", st, started, err)
+		}
+	}
+	if p, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, running.State.PodName, metav1.GetOptions{}); err != nil || p.UID != pod.UID {
+		t.Fatalf("Spawn of a running server replaced its pod (%v)", err)
+	}
+	polled, err := m.Poll(ctx, alice)
+	if err != nil || polled.Phase != PhaseRunning || polled.ExitCode != nil {
+		t.Errorf("Poll = %+v, %v", polled, err)
+	}
+	stopped, err := m.Stop(ctx, alice, StopOptions{Now: true})
+	if err != nil || stopped.Phase != PhaseStopped {
+		t.Fatalf("Stop = %+v, %v", stopped, err)
+	}
+	if _, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, running.State.PodName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the pod is still on the API server after Stop: %v", err)
+	}
+	if polled, err := m.Poll(ctx, alice); err != nil || polled.Phase != PhaseStopped {
+		t.Errorf("Poll after Stop = %+v, %v", polled, err)
+	}
+	if _, err := m.Stop(ctx, alice, StopOptions{}); err != nil {
+		t.Errorf("Stop of a stopped server = %v", err)
+	}
+}
+
+func TestManagerStopCancelsAStart(t *testing.T) {
+	ns := newNamespace(t)
+	cfg := baseConfig(ns)
+	cfg.ExtraAnnotations = map[string]string{"testcluster.spawnkit.dev/behavior": "never-ready"}
+	m, _ := runManager(t, ManagerOptions{Config: cfg})
+	ctx := ctxTimeout(t, 60*time.Second)
+	s := naming.Server{Username: "m-hung"}
+	if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	events, err := m.Events(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e := range events {
+		if e.Event != nil {
+			break // the pod exists
+		}
+	}
+	begin := time.Now()
+	st, err := m.Stop(ctx, s, StopOptions{})
+	if err != nil || st.Phase != PhaseStopped {
+		t.Fatalf("Stop of a starting server = %+v, %v", st, err)
+	}
+	t.Logf("Manager.Stop of a starting server: %s", time.Since(begin).Round(time.Millisecond))
+	if _, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, st.State.PodName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the pod is still there: %v", err)
+	}
+}
+
+// TestManagerHammerOneServer: many goroutines spawn, stop, poll and read
+// one server at once. Under -race nothing races, every call returns, and
+// the end state is consistent with the cluster.
+func TestManagerHammerOneServer(t *testing.T) {
+	ns := newNamespace(t)
+	m, _ := runManager(t, ManagerOptions{Config: baseConfig(ns)})
+	ctx := ctxTimeout(t, 120*time.Second)
+	s := naming.Server{Username: "m-hammer"}
+	var wg sync.WaitGroup
+	var spawns, stops atomic.Int32
+	for g := range 12 {
+		wg.Go(func() {
+			for i := range 6 {
+				switch (g + i) % 4 {
+				case 0:
+					if _, started, err := m.Spawn(ctx, s, SpawnOptions{}); err == nil && started {
+						spawns.Add(1)
+					} else if err != nil && !errors.Is(err, ErrBusy) {
+						t.Errorf("Spawn: %v", err)
+					}
+				case 1:
+					if _, err := m.Stop(ctx, s, StopOptions{Now: true}); err == nil {
+						stops.Add(1)
+					} else if !errors.Is(err, ErrNotFound) {
+						t.Errorf("Stop: %v", err)
+					}
+				case 2:
+					if _, err := m.Poll(ctx, s); err != nil && !errors.Is(err, ErrNotFound) {
+						t.Errorf("Poll: %v", err)
+					}
+				case 3:
+					_, _ = m.Status(s)
+					_ = m.List()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d starts began, %d stops returned", spawns.Load(), stops.Load())
+	// Settle: the last word is a Stop; then nothing may run.
+	if _, err := m.Stop(ctx, s, StopOptions{Now: true}); err != nil && !errors.Is(err, ErrNotFound) {
+		t.Fatal(err)
+	}
+	if st, err := m.Status(s); err == nil && st.Phase != PhaseStopped {
+		t.Errorf("after a final Stop the phase is %s", st.Phase)
+	}
+	pods, err := cluster.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 0 {
+		t.Errorf("%d pods left after the final Stop", len(pods.Items))
+	}
+}
+
+func TestManagerSeesExitsEvictionsOOMAndDeletes(t *testing.T) {
+	ns := newNamespace(t)
+	m, _ := runManager(t, ManagerOptions{Config: baseConfig(ns)})
+	ctx := ctxTimeout(t, 120*time.Second)
+	type kase struct {
+		name   string
+		do     func(pod string)
+		reason string
+		code   int
+	}
+	cases := []kase{
+		{"exit code 3", func(pod string) { setPodStatus(t, ctx, ns, pod, exitWith(3, "Error")) }, ReasonExited, 3},
+		{"OOM killed", func(pod string) { setPodStatus(t, ctx, ns, pod, exitWith(137, "OOMKilled")) }, ReasonOOMKilled, 137},
+		{"evicted", func(pod string) {
+			setPodStatus(t, ctx, ns, pod, func(p *corev1.Pod) {
+				exitWith(137, "Error")(p)
+				p.Status.Reason, p.Status.Message = "Evicted", "The node was low on resource: memory."
+			})
+		}, ReasonEvicted, 137},
+		{"deleted outside the hub", func(pod string) {
+			if err := cluster.Client.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+				t.Fatal(err)
+			}
+		}, ReasonPodDeleted, 1},
+	}
+	var latencies []time.Duration
+	for round := range 3 {
+		for i, tc := range cases {
+			s := naming.Server{Username: fmt.Sprintf("m-fail-%d-%d", round, i)}
+			if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			st := waitStatus(t, m, s, "running", phaseIs(PhaseRunning))
+			w := m.Watch(ctx)
+			begin := time.Now()
+			tc.do(st.State.PodName)
+			var got ServerStatus
+			for got = range w {
+				if got.User == s.Username && got.Phase != PhaseRunning {
+					break
+				}
+			}
+			latencies = append(latencies, time.Since(begin))
+			if got.Phase != PhaseFailed || got.Reason != tc.reason || got.ExitCode == nil || *got.ExitCode != tc.code {
+				t.Errorf("%s: status %+v; want failed, %s, exit %d", tc.name, got, tc.reason, tc.code)
+			}
+			if polled, err := m.Poll(ctx, s); err != nil || polled.ExitCode == nil || *polled.ExitCode != tc.code {
+				t.Errorf("%s: Poll = %+v, %v", tc.name, polled, err)
+			}
+		}
+	}
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	p50, p99 := latencies[len(latencies)/2], latencies[len(latencies)*99/100]
+	t.Logf("failure detection (status change to Watch event, %d cases): p50 %s, p99 %s, max %s",
+		len(latencies), p50.Round(time.Millisecond), p99.Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
+}
+
+// countingConfig returns a rest.Config whose requests are counted by
+// verb: "list" is a GET of a collection that is not a watch.
+func countingConfig(lists *atomic.Int64) *rest.Config {
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && r.URL.Query().Get("watch") != "true" && strings.HasSuffix(r.URL.Path, "/pods") {
+				lists.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	return cfg
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestManagerNeverRelistsInSteadyState(t *testing.T) {
+	ns := newNamespace(t)
+	var lists atomic.Int64
+	cfg := countingConfig(&lists)
+	reg, err := reflector.New(reflector.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(cfg)
+	m, _ := runManager(t, ManagerOptions{Client: client, Registry: reg, Config: baseConfig(ns), ResyncInterval: 100 * time.Millisecond})
+	ctx := ctxTimeout(t, 60*time.Second)
+	s := naming.Server{Username: "m-steady"}
+	if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, m, s, "running", phaseIs(PhaseRunning))
+	before := lists.Load()
+	time.Sleep(time.Second) // ten resyncs
+	if _, err := m.Poll(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if n := lists.Load() - before; n != 0 {
+		t.Errorf("%d pod LISTs in one second of steady state with a 100ms resync; want 0", n)
+	}
+	t.Logf("pod LISTs in 1s of steady state (10 resyncs, 1 Poll): %d", lists.Load()-before)
+}
+
+func TestManagerGracefulShutdownThenRecovery(t *testing.T) {
+	ns := newNamespace(t)
+	cfg, err := LoadConfig([]byte(fmt.Sprintf(`
+namespace: %s
+image: quay.io/jupyter/base-notebook:2024-01-01
+profile_list:
+- display_name: Default
+  slug: default
+  default: true
+- display_name: Other port
+  slug: port
+  kubespawner_override: {port: 9999}
+- display_name: Slow
+  slug: slow
+  kubespawner_override:
+    extra_annotations: {"testcluster.spawnkit.dev/behavior": never-ready}
+`, ns)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxTimeout(t, 120*time.Second)
+	m1, stop1 := runManager(t, ManagerOptions{Config: cfg})
+	var servers []naming.Server
+	for i := range 20 {
+		s := naming.Server{Username: fmt.Sprintf("m-rec-%02d", i)}
+		opts := SpawnOptions{UserOptions: map[string]string{"profile": "default"}}
+		switch {
+		case i < 6:
+			opts.UserOptions["profile"] = "slow"
+		case i == 6:
+			opts.SSL = &SSL{Key: []byte("K"), Cert: []byte("C")}
+		case i == 7:
+			opts.UserOptions["profile"] = "port"
+		}
+		if _, _, err := m1.Spawn(ctx, s, opts); err != nil {
+			t.Fatal(err)
+		}
+		servers = append(servers, s)
+	}
+	before := map[string]ServerStatus{}
+	for i, s := range servers {
+		if i < 6 {
+			waitPod(t, ctx, m1, s)
+			continue
+		}
+		before[s.Username] = waitStatus(t, m1, s, "running", phaseIs(PhaseRunning))
+	}
+	uids := map[string]string{}
+	pods, err := cluster.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		uids[p.Name] = string(p.UID)
+	}
+	stop1() // a graceful shutdown, starts in flight
+	pods, err = cluster.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 20 {
+		t.Fatalf("%d pods after a graceful shutdown, want all 20", len(pods.Items))
+	}
+	for _, p := range pods.Items {
+		if uids[p.Name] != string(p.UID) || p.DeletionTimestamp != nil {
+			t.Errorf("pod %s was replaced or deleted by the shutdown", p.Name)
+		}
+	}
+
+	// A new Manager on a new Registry.
+	fresh, err := reflector.New(reflector.Options{Config: cluster.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	m2, _ := runManager(t, ManagerOptions{Config: cfg, Registry: fresh})
+	t.Logf("recovery of 20 servers: %s", time.Since(begin).Round(time.Millisecond))
+	for i, s := range servers {
+		st, err := m2.Status(s)
+		if err != nil {
+			t.Fatalf("%s not recovered: %v", s.Username, err)
+		}
+		if i < 6 {
+			if st.Phase != PhaseStarting {
+				t.Errorf("%s: phase %s, want starting", s.Username, st.Phase)
+			}
+			continue
+		}
+		if st.Phase != PhaseRunning || st.URL != before[s.Username].URL {
+			t.Errorf("%s: recovered %s at %q, was running at %q", s.Username, st.Phase, st.URL, before[s.Username].URL)
+		}
+	}
+	if u := before[servers[6].Username].URL; !strings.HasPrefix(u, "https://") {
+		t.Errorf("the SSL server's URL is %q", u)
+	}
+	if u := before[servers[7].Username].URL; !strings.HasSuffix(u, ":9999") {
+		t.Errorf("the port profile's URL is %q", u)
+	}
+	// The six starts finish under the new Manager.
+	for i := range 6 {
+		st, _ := m2.Status(servers[i])
+		setPodStatus(t, ctx, ns, st.State.PodName, markReady)
+	}
+	for i := range 6 {
+		st := waitStatus(t, m2, servers[i], "running after recovery", phaseIs(PhaseRunning))
+		if st.URL == "" {
+			t.Errorf("%s: no URL", servers[i].Username)
+		}
+	}
+}
+
+func TestManagerLeaderFailoverMidSpawn(t *testing.T) {
+	ns := newNamespace(t)
+	cfg := baseConfig(ns)
+	cfg.ExtraAnnotations = map[string]string{"testcluster.spawnkit.dev/behavior": "never-ready"}
+	le := func(id string) *LeaderElection {
+		return &LeaderElection{Name: "spawnkit-test", Identity: id, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
+	}
+	ctx := ctxTimeout(t, 90*time.Second)
+	a, stopA := runManager(t, ManagerOptions{Config: cfg, LeaderElection: le("a")})
+	deadline := time.Now().Add(20 * time.Second)
+	for !a.Leading() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !a.Leading() {
+		t.Fatal("the first replica never led")
+	}
+	reg2, err := reflector.New(reflector.Options{Config: cluster.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := runManager(t, ManagerOptions{Config: cfg, Registry: reg2, LeaderElection: le("b")})
+	s := naming.Server{Username: "m-failover"}
+	if _, _, err := b.Spawn(ctx, s, SpawnOptions{}); !errors.Is(err, ErrNotLeader) {
+		t.Errorf("Spawn on the standby = %v; want ErrNotLeader", err)
+	}
+	if _, _, err := a.Spawn(ctx, s, SpawnOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := waitPod(t, ctx, a, s)
+	st, _ := a.Status(s)
+	stopA()
+	begin := time.Now()
+	for !b.Leading() {
+		if time.Since(begin) > 10*time.Second {
+			t.Fatal("the standby never took over")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("the standby took over %s after the leader went", time.Since(begin).Round(time.Millisecond))
+	waitStatus(t, b, s, "starting on the new leader", phaseIs(PhaseStarting))
+	setPodStatus(t, ctx, ns, st.State.PodName, markReady)
+	waitStatus(t, b, s, "running on the new leader", phaseIs(PhaseRunning))
+	list, err := cluster.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].UID != pod.UID {
+		t.Errorf("after failover: %d pods; want the one pod %s unchanged", len(list.Items), pod.UID)
+	}
+}
+
+func TestManagerMetrics(t *testing.T) {
+	ns := newNamespace(t)
+	reg := prometheus.NewRegistry()
+	m, _ := runManager(t, ManagerOptions{Config: baseConfig(ns), Registerer: reg})
+	ctx := ctxTimeout(t, 60*time.Second)
+	s := naming.Server{Username: "m-metrics"}
+	if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, m, s, "running", phaseIs(PhaseRunning))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, f := range families {
+		got[f.GetName()] = true
+		if f.GetName() == "spawnkit_manager_servers" {
+			for _, mt := range f.GetMetric() {
+				if mt.GetLabel()[0].GetValue() == "running" && mt.GetGauge().GetValue() < 1 {
+					t.Errorf("servers{phase=running} = %v", mt.GetGauge().GetValue())
+				}
+			}
+		}
+	}
+	for _, name := range []string{"spawnkit_manager_spawn_duration_seconds", "spawnkit_manager_servers", "spawnkit_manager_queue_depth", "spawnkit_manager_spawns_in_flight"} {
+		if !got[name] {
+			t.Errorf("metric %s missing", name)
+		}
+	}
+}
+
+func TestManagerNotRunning(t *testing.T) {
+	m, err := NewManager(ManagerOptions{Client: cluster.Client, Registry: sharedRegistry(t), Config: baseConfig("default")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, _, err := m.Spawn(ctx, naming.Server{Username: "x"}, SpawnOptions{}); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Spawn before Start = %v", err)
+	}
+	if _, err := m.Status(naming.Server{Username: "x"}); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Status before Start = %v", err)
+	}
+}
