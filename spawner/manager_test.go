@@ -90,7 +90,9 @@ func waitPod(t *testing.T, ctx context.Context, m *Manager, s naming.Server) *co
 	return pod
 }
 
-func phaseIs(p Phase) func(ServerStatus) bool { return func(st ServerStatus) bool { return st.Phase == p } }
+func phaseIs(p Phase) func(ServerStatus) bool {
+	return func(st ServerStatus) bool { return st.Phase == p }
+}
 
 // setPodStatus changes a pod's status as a kubelet would.
 func setPodStatus(t *testing.T, ctx context.Context, ns, name string, mutate func(*corev1.Pod)) {
