@@ -16,10 +16,15 @@
 //     already a valid object name is kept ("alice" stays "alice"); any
 //     other is reduced to its safe characters and given a hash suffix
 //     ("Alice" becomes "alice---3bc51062"). Names are readable, always
-//     valid, at most 48 characters per part, and never collide: a name
-//     containing "--" is always hashed, so "{user}--{server}" joins cannot
-//     be forged, and hashed names contain "---" exactly once. Choose it for
-//     every new deployment.
+//     valid and at most 48 characters per part; a name containing "--" is
+//     always hashed, so "{user}--{server}" joins cannot be forged, and
+//     hashed names contain "---" exactly once. Hashed names CAN collide:
+//     the suffix keeps 32 bits of a sha256, and a birthday search finds two
+//     user names with the same pod name in seconds (KubeSpawner has the
+//     same weakness, and byte compatibility keeps it). Safety comes from
+//     ownership, not from names: the spawner package never deletes,
+//     replaces or reuses an object whose annotations name another server.
+//     Choose it for every new deployment.
 //   - SchemeEscape (KubeSpawner before 7.0): every character outside
 //     [a-z0-9] becomes '-' and the hex of its UTF-8 bytes ("Alice" becomes
 //     "-41lice"). It is injective but unbounded in length, so long or

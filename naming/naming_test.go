@@ -32,7 +32,7 @@ func TestParseErrors(t *testing.T) {
 		{"go random is absent", `{{ randAlpha 5 }}`, Go, `"randAlpha" not defined`},
 		{"go uuid is absent", `{{ uuidv4 }}`, Go, `"uuidv4" not defined`},
 		{"go syntax error", "{{ .Username ", Go, "unclosed action"},
-		{"bad syntax value", "x", Syntax(7), "unknown syntax"},
+		{"bad syntax value", "x", Syntax("python"), "unknown syntax"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(tc.text, tc.syntax)

@@ -12,8 +12,8 @@ import (
 	"github.com/Masterminds/sprig/v3"
 )
 
-// Syntax is the language a template is written in.
-type Syntax int
+// Syntax is the language a template is written in; "" means KubeSpawner.
+type Syntax string
 
 const (
 	// KubeSpawner is Python str.format with named fields, as in
@@ -21,22 +21,19 @@ const (
 	// stand for literal braces. Conversions ("{x!r}"), format specs
 	// ("{x:>5}"), attribute and index lookups are rejected: names have
 	// no use for them.
-	KubeSpawner Syntax = iota
+	KubeSpawner Syntax = "kubespawner"
 	// Go is text/template over Fields with sprig's hermetic text functions:
 	// "jupyter-{{ .UserServer | trunc 40 }}". Functions that read the
 	// environment, the clock, random sources or the network are absent, so
 	// a template always renders the same name for the same server.
-	Go
+	Go Syntax = "go"
 )
 
 func (s Syntax) String() string {
-	switch s {
-	case KubeSpawner:
-		return "kubespawner"
-	case Go:
-		return "go"
+	if s == "" {
+		return string(KubeSpawner)
 	}
-	return fmt.Sprintf("Syntax(%d)", int(s))
+	return string(s)
 }
 
 // Template is a parsed name template. It is immutable and safe for
@@ -83,6 +80,9 @@ func Parse(text string, syntax Syntax) (*Template, error) {
 // parseFor parses a template whose fields must be among keys (the
 // snake_case names; Go templates use the matching Go names).
 func parseFor(text string, syntax Syntax, keys []fieldKey) (*Template, error) {
+	if syntax == "" {
+		syntax = KubeSpawner
+	}
 	t := &Template{text: text, syntax: syntax}
 	var err error
 	switch syntax {

@@ -214,6 +214,9 @@ type entry struct {
 	stream  *Stream // the current (or last) operation's progress
 	op      *operation
 	changed time.Time // when the phase last changed, for retention
+	// forgotten is set when the entry leaves the Manager; a caller that
+	// still holds it looks the server up again.
+	forgotten bool
 }
 
 // operation is a start, resume or stop in flight.
@@ -351,6 +354,11 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 		return ServerStatus{}, false, err
 	}
 	e.mu.Lock()
+	if e.forgotten {
+		// Retention removed it meanwhile: start over on a new entry.
+		e.mu.Unlock()
+		return m.Spawn(ctx, s, opts)
+	}
 	defer e.mu.Unlock()
 	switch e.status.Phase {
 	case PhaseStarting, PhaseRunning:
@@ -541,7 +549,7 @@ func (m *Manager) Stop(ctx context.Context, s naming.Server, opts StopOptions) (
 		return e.status, err
 	}
 	e.status.URL, e.status.ReadyAt = "", nil
-	e.status.ExitCode = intPtr(0)
+	e.status.ExitCode = intPtr(1) // as KubeSpawner's poll: no pod
 	e.status.Reason, e.status.Message = "Stopped", "stopped by the hub"
 	m.setPhaseLocked(e, PhaseStopped)
 	return e.status, nil
@@ -572,13 +580,21 @@ func (m *Manager) DeleteForever(ctx context.Context, s naming.Server) error {
 	return nil
 }
 
-// forget removes an idle entry and closes its Spawner.
+// forget removes an entry that is still idle (stopped or failed, no
+// operation) and closes its Spawner.
 func (m *Manager) forget(e *entry) {
-	m.mu.Lock()
+	e.mu.Lock()
+	if e.forgotten || e.op != nil || (e.status.Phase != PhaseStopped && e.status.Phase != PhaseFailed) {
+		e.mu.Unlock()
+		return
+	}
+	e.forgotten = true
+	m.mu.Lock() // lock order: an entry's lock, then the Manager's
 	if m.servers[e.key] == e {
 		delete(m.servers, e.key)
 	}
 	m.mu.Unlock()
+	e.mu.Unlock()
 	e.sp.Close()
 }
 

@@ -152,7 +152,13 @@ func strictJSON(raw []byte, v any) error {
 }
 
 // ProfileError reports user options that do not fit the profile list.
-type ProfileError struct{ Msg string }
+type ProfileError struct {
+	// Profile is the profile slug asked for (or chosen by default),
+	// Option the profile option and Choice the value given, where they
+	// apply.
+	Profile, Option, Choice string
+	Msg                     string
+}
 
 func (e *ProfileError) Error() string { return "spawner: " + e.Msg }
 
@@ -173,7 +179,7 @@ func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Con
 	}
 	if len(profiles) == 0 {
 		if userOptions["profile"] != "" {
-			return Config{}, &ProfileError{Msg: fmt.Sprintf("profile %q requested, but no profile_list is configured", userOptions["profile"])}
+			return Config{}, &ProfileError{Profile: userOptions["profile"], Msg: fmt.Sprintf("profile %q requested, but no profile_list is configured", userOptions["profile"])}
 		}
 		return c, nil
 	}
@@ -195,7 +201,7 @@ func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Con
 		case unlisted != "":
 			u := opt.UnlistedChoice
 			if u == nil || !u.Enabled {
-				return Config{}, &ProfileError{Msg: fmt.Sprintf("received an unlisted choice for %s, which does not allow one", opt.Name)}
+				return Config{}, &ProfileError{Profile: profile.Slug, Option: opt.Name, Choice: unlisted, Msg: fmt.Sprintf("received an unlisted choice for %s, which does not allow one", opt.Name)}
 			}
 			if u.ValidationRegex != "" {
 				// Python's re.match: anchored at the start only.
@@ -208,19 +214,19 @@ func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Con
 					if msg == "" {
 						msg = "it does not match " + u.ValidationRegex
 					}
-					return Config{}, &ProfileError{Msg: fmt.Sprintf("unlisted choice %q for %s rejected: %s", unlisted, opt.Name, msg)}
+					return Config{}, &ProfileError{Profile: profile.Slug, Option: opt.Name, Choice: unlisted, Msg: fmt.Sprintf("unlisted choice %q for %s rejected: %s", unlisted, opt.Name, msg)}
 				}
 			}
 			overrides = formatValue(u.KubeSpawnerOverride, unlisted).(map[string]any)
 		case choice != "":
 			i := indexChoice(opt.Choices, choice)
 			if i < 0 {
-				return Config{}, &ProfileError{Msg: fmt.Sprintf("no choice %q for %s; choices: %s", choice, opt.Name, choiceKeys(opt.Choices))}
+				return Config{}, &ProfileError{Profile: profile.Slug, Option: opt.Name, Choice: choice, Msg: fmt.Sprintf("no choice %q for %s; choices: %s", choice, opt.Name, choiceKeys(opt.Choices))}
 			}
 			overrides = opt.Choices[i].KubeSpawnerOverride
 		default:
 			if len(opt.Choices) == 0 {
-				return Config{}, &ProfileError{Msg: fmt.Sprintf("no value for %s, which has no default choice", opt.Name)}
+				return Config{}, &ProfileError{Profile: profile.Slug, Option: opt.Name, Msg: fmt.Sprintf("no value for %s, which has no default choice", opt.Name)}
 			}
 			for _, ch := range opt.Choices {
 				if ch.Default {
@@ -283,7 +289,7 @@ func pickProfile(profiles []Profile, slug string) (Profile, error) {
 		}
 		slugs = append(slugs, p.Slug)
 	}
-	return Profile{}, &ProfileError{Msg: fmt.Sprintf("no such profile: %s; options include: %s", slug, strings.Join(slugs, ", "))}
+	return Profile{}, &ProfileError{Profile: slug, Msg: fmt.Sprintf("no such profile: %s; options include: %s", slug, strings.Join(slugs, ", "))}
 }
 
 func indexChoice(cs OrderedChoices, key string) int {

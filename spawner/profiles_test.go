@@ -98,20 +98,23 @@ func TestProfiles(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		name    string
-		options map[string]string
-		want    string
+		name                   string
+		options                map[string]string
+		want                   string
+		profile, option, value string
 	}{
-		{"unknown profile", map[string]string{"profile": "huge"}, "no such profile: huge; options include: small, data-science-gpu"},
-		{"unknown choice", map[string]string{"image": "jax"}, `no choice "jax" for image; choices: torch, tf`},
-		{"failed validation", map[string]string{"image--unlisted-choice": "docker.io/evil:latest"}, "Must be a quay.io/jupyter image with a tag"},
-		{"unlisted not enabled", map[string]string{"size--unlisted-choice": "xxl"}, "does not allow one"},
+		{"unknown profile", map[string]string{"profile": "huge"}, "no such profile: huge; options include: small, data-science-gpu", "huge", "", ""},
+		{"unknown choice", map[string]string{"image": "jax"}, `no choice "jax" for image; choices: torch, tf`, "data-science-gpu", "image", "jax"},
+		{"failed validation", map[string]string{"image--unlisted-choice": "docker.io/evil:latest"}, "Must be a quay.io/jupyter image with a tag", "data-science-gpu", "image", "docker.io/evil:latest"},
+		{"unlisted not enabled", map[string]string{"size--unlisted-choice": "xxl"}, "does not allow one", "data-science-gpu", "size", "xxl"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := cfg.Resolve(t.Context(), tc.options)
 			var pe *ProfileError
 			if !errors.As(err, &pe) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want a ProfileError containing %q", err, tc.want)
+			} else if pe.Profile != tc.profile || pe.Option != tc.option || pe.Choice != tc.value {
+				t.Errorf("ProfileError names profile %q option %q choice %q; want %q %q %q", pe.Profile, pe.Option, pe.Choice, tc.profile, tc.option, tc.value)
 			}
 		})
 	}
