@@ -129,8 +129,15 @@
 // Lease: only the leader changes servers (others return ErrNotLeader from
 // Spawn, Stop and DeleteForever but answer Status, List and Poll), and a
 // standby takes over within the lease duration. Stopped and failed
-// servers are forgotten after Retention. Metrics are listed on
-// ManagerOptions.Registerer's type (see manager_metrics.go).
+// servers are forgotten after Retention.
+//
+// Every phase change is logged through the logr logger of Start's ctx
+// (name "manager"; keys user, server, from, to, reason, url), and with
+// ManagerOptions.Registerer the Manager exports
+// spawnkit_manager_spawn_duration_seconds{kind,outcome},
+// spawnkit_manager_failures_total{reason}, spawnkit_manager_servers{phase},
+// spawnkit_manager_spawns_in_flight and
+// spawnkit_manager_queue_depth{queue="reconcile"|"start"}.
 //
 // # Not supported
 //

@@ -187,6 +187,8 @@ type Manager struct {
 	run      context.Context
 	leading  bool
 	watchers map[*watcher]struct{}
+	// log is Start's logger (from its ctx), with "manager" as its name.
+	log logr.Logger
 	// ready is closed once Start has recovered the servers in the
 	// cluster (or, as a standby, synced); calls wait for it.
 	ready chan struct{}
@@ -234,7 +236,8 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{opts: opts, base: b, servers: map[serverKey]*entry{}, watchers: map[*watcher]struct{}{}, ready: make(chan struct{})}
+	m := &Manager{opts: opts, base: b, servers: map[serverKey]*entry{}, watchers: map[*watcher]struct{}{}, ready: make(chan struct{}),
+		log: logr.Discard()}
 	if opts.ConcurrentSpawnLimit > 0 {
 		m.slots = make(chan struct{}, opts.ConcurrentSpawnLimit)
 	}
@@ -308,6 +311,8 @@ func (m *Manager) entryFor(s naming.Server) (*entry, error) {
 func (m *Manager) setPhaseLocked(e *entry, p Phase) {
 	if e.status.Phase != p {
 		e.changed = m.opts.Clock.Now()
+		m.log.Info("phase", "user", e.key.user, "server", e.key.server, "from", e.status.Phase, "to", p,
+			"reason", e.status.Reason, "url", e.status.URL)
 	}
 	e.status.Phase = p
 	e.status.Ready = p == PhaseRunning
@@ -688,8 +693,4 @@ func (m *Manager) EventsFrom(ctx context.Context, s naming.Server, n int) (<-cha
 		return ch, nil
 	}
 	return st.Events(ctx, n), nil
-}
-
-func logFor(ctx context.Context, e *entry) logr.Logger {
-	return logr.FromContextOrDiscard(ctx).WithValues("user", e.key.user, "server", e.key.server)
 }

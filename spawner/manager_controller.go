@@ -48,6 +48,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		return err
 	}
 	m.pods = pods
+	m.log = log
 	// Operations derive from run, which ends with ctx but with
 	// ErrShutdown as its cause (a child of ctx would see ctx's own cause,
 	// context.Canceled, and delete the pods it is starting).
