@@ -617,3 +617,73 @@ func TestManagerNotRunning(t *testing.T) {
 		t.Errorf("Status before Start = %v", err)
 	}
 }
+
+func TestManagerForgetsStoppedServersAfterRetention(t *testing.T) {
+	ns := newNamespace(t)
+	m, _ := runManager(t, ManagerOptions{Config: baseConfig(ns), Retention: 200 * time.Millisecond, ResyncInterval: 100 * time.Millisecond})
+	ctx := ctxTimeout(t, 60*time.Second)
+	s := naming.Server{Username: "m-retained"}
+	if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, m, s, "running", phaseIs(PhaseRunning))
+	time.Sleep(400 * time.Millisecond)
+	if _, err := m.Status(s); err != nil {
+		t.Fatalf("a running server was forgotten: %v", err)
+	}
+	if _, err := m.Stop(ctx, s, StopOptions{Now: true}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := m.Status(s)
+		if errors.Is(err, ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a stopped server was kept past its retention: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A forgotten server can be spawned again.
+	if _, started, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil || !started {
+		t.Fatalf("Spawn after being forgotten = %v, %v", started, err)
+	}
+	waitStatus(t, m, s, "running again", phaseIs(PhaseRunning))
+}
+
+func TestManagerSeedsAndThePodRecordWins(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := ctxTimeout(t, 60*time.Second)
+	cfg := baseConfig(ns)
+	m1, stop1 := runManager(t, ManagerOptions{Config: cfg})
+	running := naming.Server{Username: "m-seed-running"}
+	if _, _, err := m1.Spawn(ctx, running, SpawnOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := waitStatus(t, m1, running, "running", phaseIs(PhaseRunning))
+	stop1()
+
+	stopped := naming.Server{Username: "m-seed-stopped"}
+	m2, _ := runManager(t, ManagerOptions{Config: cfg, Registry: newRegistry(t), Seed: []Seed{
+		{Server: stopped, State: State{PodName: "jupyter-from-the-hub-db", Namespace: ns, PVCName: "claim-kept"}},
+		{Server: running, State: State{PodName: "jupyter-stale-name", Namespace: ns, Port: 1234}},
+	}})
+	st, err := m2.Status(running)
+	if err != nil || st.Phase != PhaseRunning || st.URL != want.URL || st.State.PodName != want.State.PodName {
+		t.Errorf("seeded running server = %+v, %v; want the pod's record (%s)", st, err, want.URL)
+	}
+	st, err = m2.Status(stopped)
+	if err != nil || st.Phase != PhaseStopped || st.State.PodName != "jupyter-from-the-hub-db" || st.State.PVCName != "claim-kept" {
+		t.Errorf("seeded stopped server = %+v, %v", st, err)
+	}
+}
+
+func newRegistry(t *testing.T) *reflector.Registry {
+	t.Helper()
+	reg, err := reflector.New(reflector.Options{Config: cluster.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
