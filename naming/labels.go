@@ -9,6 +9,11 @@ const (
 	LabelComponent    = "component"
 	LabelAppComponent = "app.kubernetes.io/component"
 
+	// LabelManagedBy is ManagedBySpawnkit on every object spawnkit
+	// creates; orphan finds them by it.
+	LabelManagedBy    = "app.kubernetes.io/managed-by"
+	ManagedBySpawnkit = "spawnkit"
+
 	AnnotationUsername   = "hub.jupyter.org/username"
 	AnnotationServername = "hub.jupyter.org/servername"
 

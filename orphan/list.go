@@ -110,7 +110,7 @@ func (o Orphan) String() string {
 }
 
 // DefaultSelector finds spawnkit's objects.
-const DefaultSelector = "app.kubernetes.io/managed-by=spawnkit"
+const DefaultSelector = naming.LabelManagedBy + "=" + naming.ManagedBySpawnkit
 
 // Options configure List. Client is required.
 type Options struct {

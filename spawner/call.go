@@ -93,7 +93,7 @@ func retryable(err error) bool {
 	case apierrors.IsTooManyRequests(err), apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err),
 		apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsUnexpectedServerError(err):
 		return true
-	case errors.Is(err, errReplaced):
+	case errors.Is(err, errReplaced), errors.Is(err, errClaimDeleting):
 		return true
 	case errors.Is(err, errRequestTimeout), errors.Is(err, context.DeadlineExceeded):
 		// The per-request timeout; the caller's own ctx ending is caught

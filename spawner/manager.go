@@ -86,7 +86,8 @@ const ReasonUnschedulable = "Unschedulable"
 var (
 	// ErrNotFound: the Manager knows no such server.
 	ErrNotFound = errors.New("spawner: no such server")
-	// ErrBusy: the server is stopping; try again when it has stopped.
+	// ErrBusy: the server is stopping (or, for Spawn, being deleted by
+	// DeleteForever); try again when it has stopped.
 	ErrBusy = errors.New("spawner: the server is stopping")
 	// ErrNotRunning: the Manager is not running (Start has not been
 	// called, or has returned).
@@ -323,8 +324,8 @@ func (m *Manager) setPhaseLocked(e *entry, p Phase) {
 // Spawn starts a server in the background and returns at once with its
 // status; Events follows the start and Watch or Status report its
 // outcome. A server that is already starting or running is not touched:
-// Spawn returns its status and started false. A server that is stopping
-// is ErrBusy. Bad user options fail here (*ProfileError), before
+// Spawn returns its status and started false. A server that is stopping,
+// or that DeleteForever is deleting, is ErrBusy. Bad user options fail here (*ProfileError), before
 // anything is created. The start outlives ctx and ends with the Manager
 // (detached, for the next Manager to resume) or with Stop.
 func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions) (ServerStatus, bool, error) {
@@ -370,6 +371,10 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 		return e.status, false, nil
 	case PhaseStopping:
 		return e.status, false, ErrBusy
+	}
+	if e.op != nil {
+		// DeleteForever is deleting the server.
+		return e.status, false, fmt.Errorf("%w: server %q of user %q is being deleted", ErrBusy, s.Servername, s.Username)
 	}
 	if e.sp.isClosed() {
 		return ServerStatus{}, false, ErrNotRunning
@@ -422,6 +427,13 @@ func (m *Manager) runStart(e *entry, op *operation, sp *Spawner, stream *Stream,
 	defer e.mu.Unlock()
 	if e.op == op {
 		e.op = nil
+	}
+	if err == nil && e.status.Phase == PhaseStopping {
+		// The start succeeded just as Stop cancelled it: Stop owns the
+		// phase and is deleting the pod; stopping never goes back to
+		// running.
+		m.metrics.observeSpawn(op.kind, "failed", ReasonCancelled, m.opts.Clock.Now().Sub(began))
+		return
 	}
 	if err == nil {
 		now := m.opts.Clock.Now()
@@ -507,7 +519,8 @@ func (m *Manager) Stop(ctx context.Context, s naming.Server, opts StopOptions) (
 		return ServerStatus{}, fmt.Errorf("%w: server %q of user %q", ErrNotFound, s.Servername, s.Username)
 	}
 	e.mu.Lock()
-	if e.status.Phase == PhaseStopping && e.op != nil {
+	if e.op != nil && (e.status.Phase == PhaseStopping || e.op.kind == "delete") {
+		// Another Stop, or DeleteForever of this stopped server: wait.
 		done := e.op.done
 		e.mu.Unlock()
 		select {
@@ -564,7 +577,8 @@ func (m *Manager) Stop(ctx context.Context, s naming.Server, opts StopOptions) (
 // Spawner.DeleteForever) and forgets the server. A server that is not
 // stopped or failed is ErrBusy.
 func (m *Manager) DeleteForever(ctx context.Context, s naming.Server) error {
-	if _, err := m.leaderContext(ctx); err != nil {
+	run, err := m.leaderContext(ctx)
+	if err != nil {
 		return err
 	}
 	e := m.lookup(s)
@@ -576,13 +590,25 @@ func (m *Manager) DeleteForever(ctx context.Context, s naming.Server) error {
 		e.mu.Unlock()
 		return fmt.Errorf("%w: stop server %q of user %q before deleting it", ErrBusy, s.Servername, s.Username)
 	}
+	// The deletion is an operation: a Spawn meanwhile is ErrBusy rather
+	// than a start whose claim is deleted under it, or whose Spawner is
+	// closed when the server is forgotten.
+	op := m.beginOpLocked(run, e, "delete")
 	sp := e.sp
 	e.mu.Unlock()
-	if err := sp.DeleteForever(ctx); err != nil {
-		return err
+	defer m.ops.Done()
+	defer close(op.done)
+	defer op.cancel(nil)
+	err = sp.DeleteForever(ctx)
+	if err == nil {
+		m.forget(e) // before the operation ends: nothing can start on e
 	}
-	m.forget(e)
-	return nil
+	e.mu.Lock()
+	if e.op == op {
+		e.op = nil
+	}
+	e.mu.Unlock()
+	return err
 }
 
 // forget removes an entry that is still idle (stopped or failed, no

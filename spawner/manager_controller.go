@@ -122,7 +122,7 @@ func (m *Manager) Start(ctx context.Context) error {
 // informer's goroutine and only reads the pod's annotations.
 func (m *Manager) podChanged(pod *corev1.Pod, _ bool) {
 	user, ok := pod.Annotations[naming.AnnotationUsername]
-	if !ok || pod.Labels[ManagedByLabel] != ManagedByValue {
+	if !ok || pod.Labels[naming.LabelManagedBy] != naming.ManagedBySpawnkit {
 		return
 	}
 	key := serverKey{user, pod.Annotations[naming.AnnotationServername]}
@@ -173,7 +173,7 @@ func (m *Manager) findPod(ctx context.Context, key serverKey) (*corev1.Pod, erro
 	}
 	for _, p := range list {
 		if p.Annotations[naming.AnnotationUsername] == key.user && p.Annotations[naming.AnnotationServername] == key.server &&
-			p.Labels[ManagedByLabel] == ManagedByValue && p.DeletionTimestamp == nil {
+			p.Labels[naming.LabelManagedBy] == naming.ManagedBySpawnkit && p.DeletionTimestamp == nil {
 			return p, nil
 		}
 	}
@@ -188,7 +188,7 @@ func (m *Manager) recover(ctx context.Context, log logr.Logger) {
 		log.Error(err, "listing cached pods for recovery")
 	}
 	for _, pod := range list {
-		if pod.Labels[ManagedByLabel] != ManagedByValue || pod.DeletionTimestamp != nil {
+		if pod.Labels[naming.LabelManagedBy] != naming.ManagedBySpawnkit || pod.DeletionTimestamp != nil {
 			continue
 		}
 		if _, ok := pod.Annotations[naming.AnnotationUsername]; !ok {

@@ -59,14 +59,26 @@ func (s *Spawner) ensurePVC(ctx context.Context, run *startRun, obj *corev1.Pers
 	serverMatters := s.server.Servername != "" && pvcTemplateNamesServer(s.b.namer.Options().PVCTemplate)
 	reuse := func(ctx context.Context) error {
 		existing, err := claims.Get(ctx, obj.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return errReplaced // gone in between: create it again
+		}
 		if err != nil {
 			return err
 		}
-		if _, annotated := existing.Annotations[naming.AnnotationUsername]; !annotated {
-			return nil // KubeSpawner's or a hand-made claim: a migrating hub keeps its users' homes
+		_, annotated := existing.Annotations[naming.AnnotationUsername]
+		if annotated {
+			if err := s.checkOwner("PersistentVolumeClaim", existing, serverMatters); err != nil {
+				return retry.Permanent(err)
+			}
 		}
-		if err := s.checkOwner("PersistentVolumeClaim", existing, serverMatters); err != nil {
-			return retry.Permanent(err)
+		if existing.DeletionTimestamp != nil {
+			// A claim on its way out (DeleteForever, or by hand) is never
+			// mounted: the server's home would vanish with it. Wait for it
+			// to go, then create a new one.
+			return fmt.Errorf("%w: %s/%s", errClaimDeleting, existing.Namespace, existing.Name)
+		}
+		if !annotated {
+			return nil // KubeSpawner's or a hand-made claim: a migrating hub keeps its users' homes
 		}
 		if existing.Annotations[StartIDAnnotation] == run.startID {
 			// Our own create landed although the client gave up on it.
@@ -84,7 +96,7 @@ func (s *Spawner) ensurePVC(ctx context.Context, run *startRun, obj *corev1.Pers
 			return reuse(ctx)
 		case apierrors.IsForbidden(err):
 			// A quota may forbid creating a claim that already exists.
-			if getErr := reuse(ctx); getErr == nil || IsCollision(getErr) {
+			if getErr := reuse(ctx); getErr == nil || IsCollision(getErr) || errors.Is(getErr, errClaimDeleting) {
 				return getErr
 			}
 			return retry.Permanent(err)
@@ -92,6 +104,10 @@ func (s *Spawner) ensurePVC(ctx context.Context, run *startRun, obj *corev1.Pers
 		return err
 	})
 }
+
+// errClaimDeleting marks a claim that exists but is being deleted: worth
+// another try once it is gone.
+var errClaimDeleting = errors.New("the claim is being deleted; waiting for it to go before creating it again")
 
 // errReplaced marks a create that found a stale object of the same name
 // and deleted it: worth another try.

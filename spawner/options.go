@@ -324,9 +324,3 @@ func (s *Spawner) podsHandle(ctx context.Context, ns string) (*reflector.Pods, e
 	s.pods = p
 	return p, nil
 }
-
-// ManagedByLabel marks every object spawnkit creates.
-const (
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedByValue = "spawnkit"
-)

@@ -298,7 +298,7 @@ func objectLabels(cfg *Config, server naming.Server, l map[string]string) map[st
 	if out == nil {
 		out = map[string]string{}
 	}
-	out[ManagedByLabel] = ManagedByValue
+	out[naming.LabelManagedBy] = naming.ManagedBySpawnkit
 	out[naming.LabelComponent] = cfg.ComponentLabel
 	out[naming.LabelServername] = naming.SafeLabel(server.Servername)
 	return out

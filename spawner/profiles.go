@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"unicode"
 
-	"golang.org/x/text/unicode/norm"
+	"github.com/spawnkit/spawnkit/naming"
 )
 
 // Profile is one entry of KubeSpawner's profile_list.
@@ -256,7 +255,7 @@ func initializeProfiles(in []Profile) []Profile {
 	anyDefault := false
 	for i := range out {
 		if out[i].Slug == "" {
-			out[i].Slug = Slugify(out[i].DisplayName)
+			out[i].Slug = naming.Slugify(out[i].DisplayName)
 		}
 		anyDefault = anyDefault || out[i].Default
 		opts := make(OrderedOptions, len(out[i].ProfileOptions))
@@ -388,27 +387,6 @@ func formatValue(v any, value string) any {
 		return map[string]any{}
 	}
 	return v
-}
-
-// Slugify makes a profile slug from a display name, like python-slugify
-// for Latin text: accents dropped, lowercase, runs of anything else '-'.
-func Slugify(s string) string {
-	var b strings.Builder
-	dash := false
-	for _, r := range norm.NFKD.String(s) {
-		if unicode.Is(unicode.Mn, r) {
-			continue
-		}
-		r = unicode.ToLower(r)
-		if r < 128 && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
-			b.WriteRune(r)
-			dash = false
-		} else if !dash && b.Len() > 0 {
-			b.WriteByte('-')
-			dash = true
-		}
-	}
-	return strings.TrimRight(b.String(), "-")
 }
 
 // decodeSource keeps a loaded config's option values for Resolve.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/spawnkit/spawnkit/naming"
 )
 
 const profileYAML = `
@@ -122,7 +124,7 @@ func TestProfiles(t *testing.T) {
 
 func TestSlugify(t *testing.T) {
 	for in, want := range map[string]string{"Data Science – GPU": "data-science-gpu", "Éléphant 2": "elephant-2", "  --x--  ": "x"} {
-		if got := Slugify(in); got != want {
+		if got := naming.Slugify(in); got != want {
 			t.Errorf("Slugify(%q) = %q, want %q", in, got, want)
 		}
 	}

@@ -104,7 +104,7 @@ func TestStartPollStop(t *testing.T) {
 	if want := fmt.Sprintf("http://%s:8888", pod.Status.PodIP); url != want {
 		t.Errorf("URL = %q, want %q", url, want)
 	}
-	if pod.Labels[ManagedByLabel] != ManagedByValue || pod.Annotations[naming.AnnotationUsername] != "Alice@Example.com" ||
+	if pod.Labels[naming.LabelManagedBy] != naming.ManagedBySpawnkit || pod.Annotations[naming.AnnotationUsername] != "Alice@Example.com" ||
 		pod.Annotations[naming.AnnotationServername] != "gpu" {
 		t.Errorf("pod labels %v / annotations %v lack spawnkit's marks", pod.Labels, pod.Annotations)
 	}
@@ -357,7 +357,7 @@ func TestUserNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns, err := cluster.Client.CoreV1().Namespaces().Get(ctx, "jhub-grace", metav1.GetOptions{})
-	if err != nil || ns.Labels[ManagedByLabel] != ManagedByValue {
+	if err != nil || ns.Labels[naming.LabelManagedBy] != naming.ManagedBySpawnkit {
 		t.Fatalf("user namespace: %v, %v", ns, err)
 	}
 	if err := s.Stop(ctx, StopOptions{Now: true}); err != nil {

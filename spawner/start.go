@@ -51,11 +51,21 @@ func (s *Spawner) Start(ctx context.Context, opts StartOptions) (string, error) 
 }
 
 // opError is the error of an operation that could not take the slot.
+// Like any failed start it is a *StartError: Cancelled (wrapping the
+// cause: ErrStartCancelled, ErrClosed or the ctx's own error), or
+// Detached when the cause is ErrDetach; nothing was created.
 func (s *Spawner) opError(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); ctx.Err() != nil && (errors.Is(cause, ErrStartCancelled) || errors.Is(cause, ErrClosed)) {
-		return &StartError{Server: s.server, Step: StepPlan, Reason: ReasonCancelled, Err: cause}
+	reason := ReasonCancelled
+	if ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		if errors.Is(cause, ErrDetach) {
+			reason = ReasonDetached
+		}
+		if !errors.Is(err, cause) {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
 	}
-	return err
+	return &StartError{Server: s.server, Step: StepPlan, Reason: reason, Err: err}
 }
 
 // beginOp registers a Start or Resume, so that Stop and Close can cancel
@@ -188,14 +198,17 @@ func (s *Spawner) start(ctx context.Context, opts StartOptions, em *emitter) (st
 }
 
 // finishReady records and returns the URL of a ready pod.
+// The PodURL hook runs without s.mu held: hooks may call State and Poll.
 func (s *Spawner) finishReady(pod *corev1.Pod) string {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	url := s.state.urlFor(pod)
+	s.mu.Unlock()
 	if s.b.hooks.PodURL != nil {
 		url = s.b.hooks.PodURL(s, pod, url)
 	}
+	s.mu.Lock()
 	s.state.URL = url
+	s.mu.Unlock()
 	return url
 }
 

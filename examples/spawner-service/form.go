@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/spawnkit/spawnkit/naming"
+
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
@@ -85,7 +87,7 @@ func formProfiles(profiles []spawner.Profile) []formProfile {
 		fp := formProfile{Slug: p.Slug, DisplayName: p.DisplayName, Description: p.Description, Default: p.Default && !anyDefault}
 		anyDefault = anyDefault || p.Default
 		if fp.Slug == "" {
-			fp.Slug = spawner.Slugify(p.DisplayName)
+			fp.Slug = naming.Slugify(p.DisplayName)
 		}
 		for _, o := range p.ProfileOptions {
 			fo := formOption{Name: o.Name, DisplayName: o.DisplayName}
