@@ -194,7 +194,10 @@ type Manager struct {
 	// cluster (or, as a standby, synced); calls wait for it.
 	ready chan struct{}
 	// ops counts background operations, waited for by Start on return.
-	ops sync.WaitGroup
+	// closing (guarded by mu) is set by Start before it waits for them:
+	// from then on no operation begins, so none outlives Start.
+	ops     sync.WaitGroup
+	closing bool
 
 	queue workqueue.TypedRateLimitingInterface[serverKey]
 	pods  *reflector.Pods
@@ -379,11 +382,14 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	if e.sp.isClosed() {
 		return ServerStatus{}, false, ErrNotRunning
 	}
+	op := m.beginOpLocked(run, e, "start")
+	if op == nil {
+		return ServerStatus{}, false, ErrNotRunning
+	}
 	now := m.opts.Clock.Now()
 	e.status.StartedAt, e.status.ReadyAt, e.status.ExitCode = &now, nil, nil
 	e.status.URL, e.status.Reason, e.status.Message = "", "", ""
 	e.stream = NewStream()
-	op := m.beginOpLocked(run, e, "start")
 	m.setPhaseLocked(e, PhaseStarting)
 	sopts.OnProgress = e.stream.Publish
 	stream, sp := e.stream, e.sp
@@ -404,7 +410,14 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 
 // beginOpLocked registers an operation on e (e.mu held), with a context
 // derived from the controller's.
+// It returns nil, and registers nothing, once the Manager is shutting
+// down.
 func (m *Manager) beginOpLocked(run context.Context, e *entry, kind string) *operation {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closing || m.run == nil {
+		return nil
+	}
 	ctx, cancel := context.WithCancelCause(run)
 	op := &operation{kind: kind, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	e.op = op
@@ -531,17 +544,20 @@ func (m *Manager) Stop(ctx context.Context, s naming.Server, opts StopOptions) (
 		return m.statusOf(e), nil
 	}
 	prev := e.op
-	if prev != nil {
-		prev.cancel(ErrStartCancelled)
-	}
 	m.mu.Lock()
 	run := m.run
 	m.mu.Unlock()
-	if run == nil {
+	var op *operation
+	if run != nil {
+		op = m.beginOpLocked(run, e, "stop")
+	}
+	if op == nil {
 		e.mu.Unlock()
 		return ServerStatus{}, ErrNotRunning
 	}
-	op := m.beginOpLocked(run, e, "stop")
+	if prev != nil {
+		prev.cancel(ErrStartCancelled)
+	}
 	stream := NewStream()
 	e.stream = stream
 	m.setPhaseLocked(e, PhaseStopping)
@@ -594,6 +610,10 @@ func (m *Manager) DeleteForever(ctx context.Context, s naming.Server) error {
 	// than a start whose claim is deleted under it, or whose Spawner is
 	// closed when the server is forgotten.
 	op := m.beginOpLocked(run, e, "delete")
+	if op == nil {
+		e.mu.Unlock()
+		return ErrNotRunning
+	}
 	sp := e.sp
 	e.mu.Unlock()
 	defer m.ops.Done()

@@ -64,6 +64,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	var workers sync.WaitGroup
 	defer func() {
 		stop(ErrShutdown)
+		m.mu.Lock()
+		m.closing = true // no operation begins from now on
+		m.mu.Unlock()
 		m.queue.ShutDown()
 		workers.Wait()
 		m.ops.Wait()
@@ -302,9 +305,14 @@ func (m *Manager) observe(ctx context.Context, e *entry) error {
 			m.setPhaseLocked(e, PhaseStarting)
 			return nil
 		}
+		op := m.beginOpLocked(run, e, "resume")
+		if op == nil {
+			// Shutting down: the next Manager resumes it.
+			m.setPhaseLocked(e, PhaseStarting)
+			return nil
+		}
 		e.stream = NewStream()
 		e.stream.Publish(ProgressEvent{Message: "Found the server starting; following it.", Time: m.opts.Clock.Now()})
-		op := m.beginOpLocked(run, e, "resume")
 		m.setPhaseLocked(e, PhaseStarting)
 		stream := e.stream
 		go m.runStart(e, op, sp, stream, func(ctx context.Context) (string, error) {
