@@ -3,6 +3,8 @@
 // on a simulated cluster (the README's main command); devcluster starts
 // the simulated cluster alone; spawner-service runs spawner.Manager
 // behind a versioned, token-authenticated HTTP API for hubs in other
-// languages (JupyterHub above all); orphan-sweeper lists and deletes
+// languages (JupyterHub above all); jupyterhub is the JupyterHub Spawner
+// class that drives it, tested against a real JupyterHub; orphan-sweeper
+// lists and deletes
 // objects no known server owns.
 package examples

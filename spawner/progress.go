@@ -79,12 +79,18 @@ func (em *emitter) event(e *corev1.Event) {
 // finish sends the final event of a start.
 func (em *emitter) finish(url string, err error) {
 	if err != nil {
-		reason := ""
+		// What a user reads ("Spawn failed: ..."): the step and the cause,
+		// without repeating the server's name and the reason.
+		reason, msg := "", err.Error()
 		var serr *StartError
 		if errors.As(err, &serr) {
 			reason = serr.Reason
+			msg = fmt.Sprintf("The server failed to start at step %s: %v", serr.Step, serr.Err)
+			if reason != "" {
+				msg = fmt.Sprintf("The server failed to start at step %s (%s): %v", serr.Step, reason, serr.Err)
+			}
 		}
-		em.send(ProgressEvent{Progress: 100, Failed: true, Reason: reason, Message: err.Error(), Time: em.clock.Now()})
+		em.send(ProgressEvent{Progress: 100, Failed: true, Reason: reason, Message: msg, Time: em.clock.Now()})
 		return
 	}
 	em.send(ProgressEvent{Progress: 100, Ready: true, URL: url, Message: "Server ready at " + url, Time: em.clock.Now()})

@@ -1,0 +1,38 @@
+# JupyterHub with spawnkit instead of KubeSpawner.
+#
+# The Kubernetes options that were c.KubeSpawner.<option> (image,
+# profile_list, cpu_limit, storage_*, extra_*, namespace, ...) move, with
+# the same names, to the spawner-service's YAML (spawner-service.yaml next
+# to this file). What stays here is what JupyterHub itself uses: the hub,
+# the authenticator, and the Spawner options of JupyterHub's own base class
+# (start_timeout, http_timeout, poll_interval, environment, cmd, args,
+# pre_spawn_hook, ...), renamed from c.KubeSpawner to c.Spawner.
+#
+#   SPAWNKIT_SERVICE_TOKEN=$(cat token) jupyterhub -f jupyterhub_config.py
+#
+# See README.md for the whole switch.
+import os
+import sys
+
+c = get_config()  # noqa: F821 (provided by JupyterHub)
+
+# spawnkit_spawner.py lives next to this file; anywhere on PYTHONPATH works.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+c.JupyterHub.spawner_class = "spawnkit_spawner.SpawnkitSpawner"
+
+# Where the spawner-service listens (its -listen flag) and the token it
+# expects (its -token-file); the token defaults to $SPAWNKIT_SERVICE_TOKEN.
+c.SpawnkitSpawner.service_url = os.environ.get("SPAWNKIT_SERVICE_URL", "http://127.0.0.1:8081")
+
+# JupyterHub's own timeouts, as zero-to-jupyterhub sets them for
+# KubeSpawner. Keep start_timeout at or above the service's start_timeout
+# (its YAML; default 300): when JupyterHub gives up first it stops the
+# server, which cancels the start and deletes the pod.
+c.Spawner.start_timeout = 300
+c.Spawner.http_timeout = 30
+
+# A hub restart or upgrade must not stop anybody's server: the pods run on
+# and JupyterHub finds them again through the service.
+c.JupyterHub.cleanup_servers = False
+
+c.JupyterHub.allow_named_servers = True

@@ -1,0 +1,337 @@
+package jupyterhub_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/spawnkit/spawnkit/internal/testcluster"
+)
+
+var (
+	cluster  *testcluster.Cluster
+	found    tools
+	toolsErr error
+)
+
+func TestMain(m *testing.M) {
+	found, toolsErr = findTools()
+	if toolsErr != nil {
+		// No cluster is worth starting without JupyterHub; the test skips,
+		// or fails under CI=true (requireTools).
+		fmt.Fprintf(os.Stderr, "jupyterhub: %v\n", toolsErr)
+		os.Exit(m.Run())
+	}
+	testcluster.Main(m, testcluster.Options{Level: testcluster.Lifecycle, Nodes: 1, Responders: true}, &cluster)
+}
+
+// TestJupyterHub runs a real JupyterHub with SpawnkitSpawner against the
+// spawner-service on a simulated cluster and drives it like its users and
+// admins do. The steps share one stack and run in order: later ones
+// restart the processes the earlier servers run under.
+func TestJupyterHub(t *testing.T) {
+	tl := requireTools(t)
+	c := testcluster.Require(t, cluster)
+	ctx := t.Context()
+	s := newStack(t, tl, c)
+	for _, u := range []string{"alice", "bob", "carol", "dave", "erin", "frank"} {
+		s.createUser(ctx, t, u)
+	}
+
+	t.Run("StartProgressAndProxy", func(t *testing.T) { testStartProgressAndProxy(t, s) })
+	t.Run("NamedServersAndTwoUsers", func(t *testing.T) { testNamedServersAndTwoUsers(t, s) })
+	t.Run("OptionsForm", func(t *testing.T) { testOptionsForm(t, s) })
+	t.Run("RestartKeepsServers", func(t *testing.T) { testRestartKeepsServers(t, s) })
+	t.Run("ImagePullFailure", func(t *testing.T) { testImagePullFailure(t, s) })
+	t.Run("StartTimeout", func(t *testing.T) { testStartTimeout(t, s) })
+	t.Run("ExitCode", func(t *testing.T) { testExitCode(t, s) })
+	t.Run("Stop", func(t *testing.T) { testStop(t, s) })
+}
+
+// A start's progress stream carries spawnkit's events and ends ready; the
+// spawn-pending page shows them; the proxy routes /user/alice/ to the pod.
+func testStartProgressAndProxy(t *testing.T, s *stack) {
+	ctx := t.Context()
+	// The slow-boot profile keeps the server refusing connections for a
+	// while after its pod is Ready, so the start is still pending when the
+	// progress stream and the browser look at it.
+	s.startServer(ctx, t, "alice", "", map[string]string{"profile": "slow-boot"})
+
+	type result struct {
+		events []progressEvent
+		err    error
+	}
+	streamed := make(chan result, 1)
+	go func() {
+		pctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		events, err := s.progress(pctx, "alice", "")
+		streamed <- result{events, err}
+	}()
+
+	screenshotSpawnPending(t, s, "alice", "")
+
+	r := <-streamed
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	last := r.events[len(r.events)-1]
+	if !last.Ready || last.URL != "/user/alice/" {
+		t.Fatalf("the progress stream ended with %+v, want ready at /user/alice/", last)
+	}
+	pod := s.onePod(ctx, t, "alice", "")
+	if n := spawnkitMessages(r.events, pod.Name); n == 0 {
+		t.Fatalf("no progress event names pod %s or carries a Kubernetes event; events: %+v", pod.Name, r.events)
+	}
+
+	s.waitServer(ctx, t, "alice", "", 30*time.Second, "ready", ready)
+	a, err := s.viaProxy(ctx, "/user/alice/lab?x=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Pod != pod.Name || a.Namespace != namespace || a.Path != "/user/alice/lab" {
+		t.Fatalf("the proxy reached %+v, want pod %s/%s at /user/alice/lab", a, namespace, pod.Name)
+	}
+}
+
+// spawnkitMessages counts the progress events that come from spawnkit
+// rather than from JupyterHub: Kubernetes events ("[Normal] ...") or
+// messages naming the pod.
+func spawnkitMessages(events []progressEvent, pod string) int {
+	n := 0
+	for _, ev := range events {
+		if strings.Contains(ev.Message, "[Normal]") || strings.Contains(ev.Message, pod) {
+			n++
+		}
+	}
+	return n
+}
+
+// Two users start at once, one of them a named server next to a default
+// one; each route leads to its own pod.
+func testNamedServersAndTwoUsers(t *testing.T, s *stack) {
+	ctx := t.Context()
+	servers := [][2]string{{"alice", "lab 2"}, {"bob", ""}}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(servers))
+	for _, us := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, data, err := s.api(ctx, http.MethodPost, serverPath(us[0], us[1]), map[string]string{"profile": "default"})
+			if err == nil && code != http.StatusCreated && code != http.StatusAccepted {
+				err = fmt.Errorf("starting %s:%s = %d %s", us[0], us[1], code, data)
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]string{}
+	for _, us := range append(servers, [2]string{"alice", ""}) {
+		s.waitServer(ctx, t, us[0], us[1], 60*time.Second, "ready", ready)
+		pod := s.onePod(ctx, t, us[0], us[1])
+		path := userURL(us[0], us[1])
+		a, err := s.viaProxy(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Pod != pod.Name {
+			t.Errorf("%s reached pod %s, want %s", path, a.Pod, pod.Name)
+		}
+		if other, dup := seen[a.Pod]; dup {
+			t.Errorf("%s and %s both reach pod %s", other, path, a.Pod)
+		}
+		seen[a.Pod] = path
+	}
+}
+
+// A user logs in, gets the service's profile picker as JupyterHub's
+// options form, and submits it; the server starts with KubeSpawner's
+// user options.
+func testOptionsForm(t *testing.T, s *stack) {
+	ctx := t.Context()
+	b := newBrowserSession(t, s)
+	b.login(ctx, "carol")
+	form := b.get(ctx, "/hub/spawn/carol/picked")
+	for _, want := range []string{`name="profile"`, `value="default"`, `value="slow-boot"`} {
+		if !strings.Contains(form, want) {
+			t.Fatalf("the options form lacks %s:\n%s", want, form)
+		}
+	}
+	b.post(ctx, "/hub/spawn/carol/picked", map[string][]string{"profile": {"default"}})
+	s.waitServer(ctx, t, "carol", "picked", 60*time.Second, "ready", ready)
+	all, err := s.servers(ctx, "carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := all["picked"].UserOptions; got["profile"] != "default" {
+		t.Fatalf("carol:picked started with user options %v, want profile default", got)
+	}
+	s.mustAPI(ctx, t, http.MethodDelete, serverPath("carol", "picked"), nil, http.StatusNoContent, http.StatusAccepted)
+	s.waitServer(ctx, t, "carol", "picked", 30*time.Second, "stopped", gone)
+}
+
+// Restarting the service and JupyterHub stops nobody's server: the same
+// pods keep serving, JupyterHub still lists them ready, and polling them
+// afterwards keeps them.
+func testRestartKeepsServers(t *testing.T, s *stack) {
+	ctx := t.Context()
+	running := [][2]string{{"alice", ""}, {"alice", "lab 2"}, {"bob", ""}}
+	uids := map[[2]string]string{}
+	for _, us := range running {
+		uids[us] = string(s.onePod(ctx, t, us[0], us[1]).UID)
+	}
+
+	s.restartService(ctx, t)
+	// JupyterHub polls every second: give it a few polls against the new
+	// service before restarting it too.
+	time.Sleep(3 * time.Second)
+	s.restartHub(ctx, t)
+	time.Sleep(3 * time.Second)
+
+	hubLog := s.logPath("jupyterhub")
+	for _, user := range []string{"alice", "bob"} {
+		// init_spawners found the server through poll and get_url...
+		if !logContains(hubLog, "] "+user+" still running") {
+			t.Errorf("JupyterHub's log does not say %q after its restart", user+" still running")
+		}
+		// ...and no poll during the service's restart ended it.
+		if logContains(hubLog, "User "+user+" server stopped") || logContains(hubLog, user+" appears to have stopped") {
+			t.Errorf("JupyterHub's log says %s's server stopped", user)
+		}
+	}
+	for _, us := range running {
+		s.waitServer(ctx, t, us[0], us[1], 30*time.Second, "ready", ready)
+		pod := s.onePod(ctx, t, us[0], us[1])
+		if string(pod.UID) != uids[us] {
+			t.Errorf("%s:%s has a new pod %s after the restarts", us[0], us[1], pod.Name)
+		}
+		a, err := s.viaProxy(ctx, userURL(us[0], us[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Pod != pod.Name {
+			t.Errorf("%s reached pod %s after the restarts, want %s", userURL(us[0], us[1]), a.Pod, pod.Name)
+		}
+	}
+}
+
+// An image that cannot be pulled fails the start with the service's
+// reason, and leaves no pod.
+func testImagePullFailure(t *testing.T, s *stack) {
+	ctx := t.Context()
+	s.startServer(ctx, t, "dave", "", map[string]string{"profile": "pull-error"})
+	pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	events, err := s.progress(pctx, "dave", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := events[len(events)-1]
+	if !last.Failed || !strings.Contains(last.Message, "ErrImagePull") {
+		t.Fatalf("the progress stream ended with %+v, want a failure naming ErrImagePull; events: %+v", last, events)
+	}
+	s.waitServer(ctx, t, "dave", "", 30*time.Second, "gone", gone)
+	waitNoPods(t, s, "dave", "", 10*time.Second)
+}
+
+// JupyterHub's own start_timeout gives up on a server that never becomes
+// ready; stopping it removes its pod from the API server within 2 s.
+func testStartTimeout(t *testing.T, s *stack) {
+	ctx := t.Context()
+	begin := time.Now()
+	s.startServer(ctx, t, "erin", "", map[string]string{"profile": "never-ready"})
+	s.waitServer(ctx, t, "erin", "", 10*time.Second, "pending with a pod", func(hs *hubServer) bool {
+		pods, err := s.podsOf(ctx, "erin", "")
+		return hs != nil && !hs.Ready && err == nil && len(pods) == 1
+	})
+	var goneAt time.Time
+	for {
+		pods, err := s.podsOf(ctx, "erin", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods) == 0 {
+			goneAt = time.Now()
+			break
+		}
+		if time.Since(begin) > hubStartTimeout+30*time.Second {
+			t.Fatalf("erin's pod %s still exists %s after the start request (start_timeout %s)",
+				pods[0].Name, time.Since(begin).Round(time.Millisecond), hubStartTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// When JupyterHub gave up, by its own log.
+	gaveUp, ok := logTime(s.logPath("jupyterhub"), "erin's server failed to start in")
+	if !ok {
+		t.Fatalf("JupyterHub's log does not say erin's start timed out")
+	}
+	took := goneAt.Sub(gaveUp)
+	t.Logf("JupyterHub gave up %s after the start request; the pod was gone %s later",
+		gaveUp.Sub(begin).Round(time.Millisecond), took.Round(time.Millisecond))
+	if took > 2*time.Second {
+		t.Errorf("erin's pod was deleted %s after JupyterHub's start_timeout, want at most 2 s", took.Round(time.Millisecond))
+	}
+	s.waitServer(ctx, t, "erin", "", 30*time.Second, "gone", gone)
+}
+
+// A server whose container exits with code 3 is noticed by JupyterHub's
+// poll, with exit status 3, and dropped.
+func testExitCode(t *testing.T, s *stack) {
+	ctx := t.Context()
+	s.startServer(ctx, t, "frank", "", map[string]string{"profile": "exit-3"})
+	s.waitServer(ctx, t, "frank", "", 60*time.Second, "ready", ready)
+	s.waitServer(ctx, t, "frank", "", 60*time.Second, "stopped by its poll", gone)
+	if !logContains(s.logPath("jupyterhub"), "User frank server stopped", "exit code: 3") {
+		t.Fatalf("JupyterHub's log has no \"User frank server stopped, with exit code: 3\"")
+	}
+	waitNoPods(t, s, "frank", "", 10*time.Second)
+}
+
+// Stopping through JupyterHub's API deletes the pods.
+func testStop(t *testing.T, s *stack) {
+	ctx := t.Context()
+	for _, us := range [][2]string{{"alice", ""}, {"alice", "lab 2"}, {"bob", ""}} {
+		s.mustAPI(ctx, t, http.MethodDelete, serverPath(us[0], us[1]), nil, http.StatusNoContent, http.StatusAccepted)
+		s.waitServer(ctx, t, us[0], us[1], 30*time.Second, "stopped", gone)
+		waitNoPods(t, s, us[0], us[1], 10*time.Second)
+	}
+	if list, err := s.cluster.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	} else if len(list.Items) != 0 {
+		t.Errorf("%d pods left in %s, want none", len(list.Items), namespace)
+	}
+}
+
+// waitNoPods waits until the server has no pod in the API server.
+func waitNoPods(t *testing.T, s *stack, user, server string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		pods, err := s.podsOf(t.Context(), user, server)
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		if len(pods) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s:%s still has pod %s after %s", user, server, pods[0].Name, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

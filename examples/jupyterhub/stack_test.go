@@ -1,0 +1,439 @@
+package jupyterhub_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/naming"
+)
+
+const (
+	// namespace is where the service's pods run (testdata/spawner-service.yaml).
+	namespace = "default"
+	// hubStartTimeout is JupyterHub's Spawner.start_timeout in the test.
+	hubStartTimeout = 20 * time.Second
+)
+
+// stack is a JupyterHub with configurable-http-proxy and the
+// spawner-service, all on 127.0.0.1, state in one directory. Every process
+// is stopped by its PID in the test's cleanup.
+type stack struct {
+	tools   tools
+	cluster *testcluster.Cluster
+	dir     string // state: JupyterHub's database, cookie secret, logs
+
+	serviceBin                               string
+	serviceToken, adminToken, proxyToken     string
+	servicePort, proxyPort, proxyAPI, hubAPI int
+
+	service, proxy, hub *process
+}
+
+// newStack builds the service and starts the service, the proxy and
+// JupyterHub.
+func newStack(t *testing.T, tl tools, c *testcluster.Cluster) *stack {
+	t.Helper()
+	s := &stack{
+		tools: tl, cluster: c, dir: t.TempDir(),
+		serviceToken: randomToken(), adminToken: randomToken(), proxyToken: randomToken(),
+	}
+	for _, p := range []*int{&s.servicePort, &s.proxyPort, &s.proxyAPI, &s.hubAPI} {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		*p = port
+	}
+	// Runs last: the logs are complete once every process has stopped.
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, name := range []string{"spawner-service", "configurable-http-proxy", "jupyterhub"} {
+				t.Logf("--- %s.log (last 80 lines) ---\n%s", name, logTail(s.logPath(name), 80))
+			}
+		}
+	})
+	t.Cleanup(func() {
+		for _, p := range []*process{s.hub, s.proxy, s.service} {
+			if p != nil {
+				if err := p.stop(15 * time.Second); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	})
+
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	bin, err := buildService(ctx, s.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.serviceBin = bin
+	if err := os.WriteFile(filepath.Join(s.dir, "service-token"), []byte(s.serviceToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, "jupyterhub_config.py"), []byte(s.hubConfig(t)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.startService(ctx, t)
+	s.startProxy(ctx, t)
+	s.startHub(ctx, t)
+	return s
+}
+
+func (s *stack) logPath(name string) string { return filepath.Join(s.dir, name+".log") }
+
+func (s *stack) startService(ctx context.Context, t *testing.T) {
+	t.Helper()
+	config, err := filepath.Abs(filepath.Join("testdata", "spawner-service.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := startProcess("spawner-service", s.dir, s.logPath("spawner-service"), nil, s.serviceBin,
+		"-kubeconfig", s.cluster.Kubeconfig,
+		"-config", config,
+		"-listen", fmt.Sprintf("127.0.0.1:%d", s.servicePort),
+		"-token-file", filepath.Join(s.dir, "service-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.service = p
+	if err := waitHTTP(ctx, s.serviceURL()+"/v1/healthz", "Authorization: Bearer "+s.serviceToken, http.StatusOK, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *stack) startProxy(ctx context.Context, t *testing.T) {
+	t.Helper()
+	p, err := startProcess("configurable-http-proxy", s.dir, s.logPath("configurable-http-proxy"),
+		[]string{"CONFIGPROXY_AUTH_TOKEN=" + s.proxyToken}, s.tools.node, s.tools.chp,
+		"--ip", "127.0.0.1", "--port", fmt.Sprint(s.proxyPort),
+		"--api-ip", "127.0.0.1", "--api-port", fmt.Sprint(s.proxyAPI),
+		"--default-target", fmt.Sprintf("http://127.0.0.1:%d", s.hubAPI),
+		"--error-target", fmt.Sprintf("http://127.0.0.1:%d/hub/error", s.hubAPI))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.proxy = p
+	if err := waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/api/routes", s.proxyAPI), "Authorization: token "+s.proxyToken, http.StatusOK, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *stack) startHub(ctx context.Context, t *testing.T) {
+	t.Helper()
+	p, err := startProcess("jupyterhub", s.dir, s.logPath("jupyterhub"),
+		[]string{
+			"CONFIGPROXY_AUTH_TOKEN=" + s.proxyToken,
+			"SPAWNKIT_SERVICE_TOKEN=" + s.serviceToken,
+			// No __pycache__ next to spawnkit_spawner.py in the repository.
+			"PYTHONDONTWRITEBYTECODE=1",
+		},
+		s.tools.python, s.tools.jupyterhub, "-f", filepath.Join(s.dir, "jupyterhub_config.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.hub = p
+	if err := waitHTTP(ctx, s.hubURL()+"/hub/api/users", "Authorization: token "+s.adminToken, http.StatusOK, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restartService and restartHub stop a component (SIGTERM) and start it
+// again with the same flags and state.
+func (s *stack) restartService(ctx context.Context, t *testing.T) {
+	t.Helper()
+	if err := s.service.stop(15 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	s.startService(ctx, t)
+}
+
+func (s *stack) restartHub(ctx context.Context, t *testing.T) {
+	t.Helper()
+	if err := s.hub.stop(15 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	s.startHub(ctx, t)
+}
+
+func (s *stack) serviceURL() string { return fmt.Sprintf("http://127.0.0.1:%d", s.servicePort) }
+
+// hubURL is JupyterHub's public URL: the proxy.
+func (s *stack) hubURL() string { return fmt.Sprintf("http://127.0.0.1:%d", s.proxyPort) }
+
+// hubConfig loads the example jupyterhub_config.py and points it at this
+// test's processes, ports and directory.
+func (s *stack) hubConfig(t *testing.T) string {
+	example, err := filepath.Abs("jupyterhub_config.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf(`# Written by jupyterhub_test.go.
+c = get_config()  # noqa
+load_subconfig(%[1]q)
+
+c.SpawnkitSpawner.service_url = %[2]q
+c.JupyterHub.authenticator_class = "dummy"
+c.JupyterHub.bind_url = "http://127.0.0.1:%[3]d"
+c.JupyterHub.hub_bind_url = "http://127.0.0.1:%[4]d"
+c.ConfigurableHTTPProxy.should_start = False
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:%[5]d"
+c.JupyterHub.db_url = "sqlite:///" + %[6]q
+c.JupyterHub.cookie_secret_file = %[7]q
+c.JupyterHub.services = [{"name": "spawnkit-test", "api_token": %[8]q}]
+c.JupyterHub.load_roles = [{"name": "admin", "services": ["spawnkit-test"]}]
+# The REST API answers a start at once (202) instead of after 10 s.
+c.JupyterHub.tornado_settings = {"slow_spawn_timeout": 0}
+c.JupyterHub.log_level = "DEBUG"
+c.Spawner.start_timeout = %[9]d
+# The slow-boot profile's server answers after 25 s.
+c.Spawner.http_timeout = 60
+c.Spawner.poll_interval = 1
+`, example, s.serviceURL(), s.proxyPort, s.hubAPI, s.proxyAPI,
+		filepath.Join(s.dir, "jupyterhub.sqlite"), filepath.Join(s.dir, "cookie_secret"),
+		s.adminToken, int(hubStartTimeout/time.Second))
+}
+
+// serverPath is a server's path below /users/{user} in JupyterHub's API:
+// /server for the default server, /servers/{name} for a named one.
+func serverPath(user, server string) string {
+	if server == "" {
+		return "/users/" + url.PathEscape(user) + "/server"
+	}
+	return "/users/" + url.PathEscape(user) + "/servers/" + url.PathEscape(server)
+}
+
+// userURL is a server's prefix behind the proxy.
+func userURL(user, server string) string {
+	p := "/user/" + url.PathEscape(user) + "/"
+	if server != "" {
+		p += url.PathEscape(server) + "/"
+	}
+	return p
+}
+
+// api calls JupyterHub's REST API as the admin service.
+func (s *stack) api(ctx context.Context, method, path string, body any) (int, []byte, error) {
+	var r io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.hubURL()+"/hub/api"+path, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "token "+s.adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, data, err
+}
+
+// mustAPI is api that fails the test unless the status is one of want.
+func (s *stack) mustAPI(ctx context.Context, t *testing.T, method, path string, body any, want ...int) []byte {
+	t.Helper()
+	code, data, err := s.api(ctx, method, path, body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	for _, w := range want {
+		if code == w {
+			return data
+		}
+	}
+	t.Fatalf("%s %s = %d %s, want %v", method, path, code, data, want)
+	return nil
+}
+
+func (s *stack) createUser(ctx context.Context, t *testing.T, user string) {
+	t.Helper()
+	s.mustAPI(ctx, t, http.MethodPost, "/users/"+url.PathEscape(user), nil, http.StatusCreated, http.StatusConflict)
+}
+
+// startServer asks JupyterHub to start a server with user options.
+func (s *stack) startServer(ctx context.Context, t *testing.T, user, server string, options map[string]string) {
+	t.Helper()
+	s.mustAPI(ctx, t, http.MethodPost, serverPath(user, server), options, http.StatusCreated, http.StatusAccepted)
+}
+
+// hubServer is a server as JupyterHub's API reports it.
+type hubServer struct {
+	Name        string            `json:"name"`
+	Ready       bool              `json:"ready"`
+	Pending     *string           `json:"pending"`
+	URL         string            `json:"url"`
+	UserOptions map[string]string `json:"user_options"`
+	State       map[string]any    `json:"state"`
+}
+
+// servers returns a user's servers as JupyterHub's API lists them.
+func (s *stack) servers(ctx context.Context, user string) (map[string]hubServer, error) {
+	code, data, err := s.api(ctx, http.MethodGet, "/users/"+url.PathEscape(user), nil)
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("GET user %s = %d %s", user, code, data)
+	}
+	var u struct {
+		Servers map[string]hubServer `json:"servers"`
+	}
+	if err := json.Unmarshal(data, &u); err != nil {
+		return nil, fmt.Errorf("user %s: %w", user, err)
+	}
+	return u.Servers, nil
+}
+
+// waitServer polls JupyterHub's API until cond holds for the user's
+// server (absent: nil), or fails the test after timeout.
+func (s *stack) waitServer(ctx context.Context, t *testing.T, user, server string, timeout time.Duration, what string, cond func(*hubServer) bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		all, err := s.servers(ctx, user)
+		if err == nil {
+			var hs *hubServer
+			if v, ok := all[server]; ok {
+				hs = &v
+			}
+			if cond(hs) {
+				return
+			}
+			last = fmt.Sprintf("%+v", hs)
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s:%s did not become %s in %s; last: %s", user, server, what, timeout, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func ready(hs *hubServer) bool { return hs != nil && hs.Ready }
+func gone(hs *hubServer) bool  { return hs == nil }
+
+// progressEvent is one event of JupyterHub's progress stream.
+type progressEvent struct {
+	Progress *int   `json:"progress"`
+	Message  string `json:"message"`
+	Ready    bool   `json:"ready"`
+	Failed   bool   `json:"failed"`
+	URL      string `json:"url"`
+}
+
+// progress reads JupyterHub's progress stream of a server until its ready
+// or failed event, or ctx ends.
+func (s *stack) progress(ctx context.Context, user, server string) ([]progressEvent, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.hubURL()+"/hub/api"+serverPath(user, server)+"/progress", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "token "+s.adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("progress of %s:%s = %s %s", user, server, resp.Status, data)
+	}
+	var events []progressEvent
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev progressEvent
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			return events, fmt.Errorf("progress event %q: %w", data, err)
+		}
+		events = append(events, ev)
+		if ev.Ready || ev.Failed {
+			return events, nil
+		}
+	}
+	return events, fmt.Errorf("progress of %s:%s ended without ready or failed (%v); events: %+v", user, server, sc.Err(), events)
+}
+
+// viaProxy GETs a path through the proxy and decodes the pod responder's
+// answer.
+func (s *stack) viaProxy(ctx context.Context, path string) (testcluster.Answer, error) {
+	var a testcluster.Answer
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.hubURL()+path, nil)
+	if err != nil {
+		return a, err
+	}
+	client := &http.Client{
+		Timeout:       10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return a, err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return a, fmt.Errorf("GET %s through the proxy = %s %.300s", path, resp.Status, data)
+	}
+	if err := json.Unmarshal(data, &a); err != nil {
+		return a, fmt.Errorf("GET %s through the proxy: not a pod's answer: %w: %.300s", path, err, data)
+	}
+	return a, nil
+}
+
+// podsOf lists the pods of a server, by spawnkit's (KubeSpawner's)
+// annotations.
+func (s *stack) podsOf(ctx context.Context, user, server string) ([]corev1.Pod, error) {
+	list, err := s.cluster.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var pods []corev1.Pod
+	for _, p := range list.Items {
+		if p.Annotations[naming.AnnotationUsername] == user && p.Annotations[naming.AnnotationServername] == server {
+			pods = append(pods, p)
+		}
+	}
+	return pods, nil
+}
+
+// onePod returns the server's only pod or fails the test.
+func (s *stack) onePod(ctx context.Context, t *testing.T, user, server string) corev1.Pod {
+	t.Helper()
+	pods, err := s.podsOf(ctx, user, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) != 1 {
+		t.Fatalf("%s:%s has %d pods, want 1", user, server, len(pods))
+	}
+	return pods[0]
+}
