@@ -47,13 +47,13 @@
 //     camelCase names.
 //
 // Where KubeSpawner's output is plainly a bug, spawnkit does the right
-// thing instead; vectors_test.go lists each such deviation with its
-// reason: SSL file paths are joined with '/' (KubeSpawner builds
-// "/certsssl.key" from "/certs"); a nested unknown key such as
-// security_context.run_as_user in extra_container_config is an error
-// (KubeSpawner sends it, and the API server silently drops it); a volume
-// mount without its volume is an error at build time rather than at
-// create time; every object carries its kind and apiVersion.
+// thing instead; vectors_test.go states each such deviation as a rule
+// over the input, with its reason: SSL file paths are joined with '/'
+// (KubeSpawner builds "/certsssl.key" from "/certs"); a nested unknown
+// key such as security_context.run_as_user in extra_container_config is
+// an error (KubeSpawner sends it, and the API server silently drops it);
+// a volume mount without its volume is an error at build time rather
+// than at create time; every object carries its kind and apiVersion.
 //
 // # Safe defaults
 //

@@ -48,11 +48,21 @@
 //
 // Templates come in two syntaxes (Syntax): KubeSpawner's Python-format
 // placeholders ("jupyter-{user_server}"), so that existing configuration
-// ports unchanged, and Go's text/template over Fields with sprig's hermetic
+// ports unchanged, with Python's conversions and format specs
+// ("{userid:06d}", "{username:>8}", "{unescaped_username!r}") meaning what
+// str.format makes of KubeSpawner's values (userid an int, the rest
+// strings; TestPythonFormat holds Python's output), and Go's text/template over Fields with sprig's hermetic
 // text functions ("jupyter-{{ .UserServer | trunc 40 }}"), without any
 // function that reads the clock, the environment, random sources or the
-// network. Parse checks every field and function once; Execute then never
-// fails for a reason Parse could have seen. As in KubeSpawner, trailing
+// network. A Go template may read only the top-level fields (.Username),
+// call those functions and text/template's builtins (not call), and use
+// if/else; variables, the bare dot, field chains, range, with, define,
+// block and template are rejected by Parse, naming the template and the
+// construct. Functions whose output size an argument chooses (repeat,
+// indent, nindent) fail beyond 64 KiB, and the list builders (until,
+// untilStep, seq) are absent. Parse checks every field and function once;
+// Execute then never fails for a reason Parse could have seen, apart from
+// those size limits. As in KubeSpawner, trailing
 // '-' characters are stripped from a rendered value unless the template
 // itself ends in '-'.
 //
@@ -71,7 +81,10 @@
 // pod name doubles as hostname and service name), the secret, claim and DNS
 // names DNS-1123 subdomains. An invalid name is an *InvalidNameError that
 // names the field, the template and the value, returned before any object
-// reaches the API server.
+// reaches the API server. Inputs no hub can have (an empty user name, a
+// user or server name with a NUL byte or invalid UTF-8) are an
+// *InvalidNameError too (ValidateServer), where KubeSpawner would hash
+// them into a name; every other name renders exactly as in KubeSpawner.
 //
 // ParseValue and Value.Expand render templated configuration of any shape
 // (volumes, mounts, environment), as KubeSpawner's _expand_all does.

@@ -144,6 +144,9 @@ func (f Fields) Map() map[string]string {
 // also Namespace until a Namer fills in the rendered names. PodName and
 // PVCName are left empty.
 func NewFields(s Server, scheme Scheme, hubNamespace string) (Fields, error) {
+	if err := ValidateServer(s); err != nil {
+		return Fields{}, err
+	}
 	f := Fields{
 		UserID:              s.UserID,
 		UnescapedUsername:   s.Username,

@@ -46,6 +46,14 @@ func FuzzNamesValid(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, username, servername string) {
 		s := Server{Username: username, Servername: servername}
+		if invalidServer(s) {
+			for _, n := range []*Namer{defaultNamer, userNSNamer, escapeNamer} {
+				if _, err := n.Names(s); !IsInvalidName(err) {
+					t.Fatalf("%q/%q: Names = %v, want an *InvalidNameError", username, servername, err)
+				}
+			}
+			return
+		}
 		for _, n := range []*Namer{defaultNamer, userNSNamer} {
 			names, err := n.Names(s)
 			if err != nil {
@@ -102,7 +110,7 @@ func FuzzPodNameInjective(f *testing.F) {
 	f.Add("a", "b--c", "a--b", "c")
 	f.Add("user", "x---deadbeef", "user--x", "deadbeef")
 	f.Fuzz(func(t *testing.T, u1, s1, u2, s2 string) {
-		if u1 == u2 && s1 == s2 {
+		if u1 == u2 && s1 == s2 || invalidServer(Server{Username: u1, Servername: s1}) || invalidServer(Server{Username: u2, Servername: s2}) {
 			return
 		}
 		n1, err1 := defaultNamer.Names(Server{Username: u1, Servername: s1})

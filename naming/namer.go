@@ -38,6 +38,11 @@ type Options struct {
 	HubNamespace string
 	// UserNamespaces gives each user a namespace from NamespaceTemplate.
 	UserNamespaces bool
+	// Namespace is the configured namespace (KubeSpawner's namespace),
+	// when it is not the hub's own: the servers' namespace unless
+	// UserNamespaces is set, and {namespace} in templates, while
+	// {hubnamespace} stays HubNamespace. Default: HubNamespace.
+	Namespace string
 
 	// PodTemplate names the pod. Default: "jupyter-{user_server}".
 	PodTemplate string
@@ -199,6 +204,9 @@ func (n *Namer) render(s Server) (Names, error) {
 	if err != nil {
 		return Names{}, err
 	}
+	if n.opts.Namespace != "" {
+		f.Namespace = n.opts.Namespace
+	}
 	var out Names
 	if n.opts.UserNamespaces {
 		if f.Namespace, err = n.namespace.execute(f); err != nil {
@@ -226,6 +234,9 @@ func (n *Namer) render(s Server) (Names, error) {
 			return Names{}, err
 		}
 		legacy.PodName, legacy.Namespace = f.PodName, f.Namespace
+		if n.opts.Namespace != "" {
+			legacy.Namespace = f.Namespace
+		}
 		legacy.PVCName = f.PVCName
 		if out.LegacyPVC, err = n.pvc.execute(legacy); err != nil {
 			return Names{}, err

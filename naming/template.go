@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"text/template"
-	"text/template/parse"
 
 	"github.com/Masterminds/sprig/v3"
 )
@@ -18,9 +17,10 @@ type Syntax string
 const (
 	// KubeSpawner is Python str.format with named fields, as in
 	// KubeSpawner's configuration: "jupyter-{user_server}". "{{" and "}}"
-	// stand for literal braces. Conversions ("{x!r}"), format specs
-	// ("{x:>5}"), attribute and index lookups are rejected: names have
-	// no use for them.
+	// stand for literal braces. Conversions ("{x!r}") and format specs
+	// ("{userid:06d}", "{username:>8}") mean what Python's str.format
+	// makes of them on KubeSpawner's values (userid is an int, the other
+	// fields strings); attribute and index lookups are rejected.
 	KubeSpawner Syntax = "kubespawner"
 	// Go is text/template over Fields with sprig's hermetic text functions:
 	// "jupyter-{{ .UserServer | trunc 40 }}". Functions that read the
@@ -54,7 +54,8 @@ type Template struct {
 
 type part struct {
 	literal string
-	field   string // a field key; empty for a literal
+	field   string  // a field key; empty for a literal
+	py      pyField // the field's conversion and format spec
 }
 
 // TemplateError reports a template that cannot be parsed or refers to
@@ -96,6 +97,15 @@ func parseFor(text string, syntax Syntax, keys []fieldKey) (*Template, error) {
 				err = fmt.Errorf("unknown field {%s}; known fields: %s", p.field, knownFields(keys, syntax))
 			} else if !slices.Contains(t.refs, p.field) {
 				t.refs = append(t.refs, p.field)
+			}
+		}
+		for i := range t.parts {
+			if err != nil || t.parts[i].field == "" {
+				continue
+			}
+			t.parts[i].py.isInt = t.parts[i].field == "userid"
+			if cerr := t.parts[i].py.check(); cerr != nil {
+				err = fmt.Errorf("field {%s}: %w", t.parts[i].field, cerr)
 			}
 		}
 	case Go:
@@ -151,6 +161,12 @@ func (t *Template) execute(data fieldSource) (string, error) {
 			if !ok {
 				return "", &TemplateError{Template: t.text, Syntax: t.syntax, Err: fmt.Errorf("field {%s} is not available here", p.field)}
 			}
+			if p.py.conv != 0 || p.py.spec != nil {
+				var err error
+				if v, err = p.py.format(v); err != nil {
+					return "", &TemplateError{Template: t.text, Syntax: t.syntax, Err: fmt.Errorf("field {%s}: %w", p.field, err)}
+				}
+			}
 			b.WriteString(v)
 		}
 		out = b.String()
@@ -167,7 +183,8 @@ func (t *Template) execute(data fieldSource) (string, error) {
 	return out, nil
 }
 
-// parseFormat parses Python str.format syntax restricted to named fields.
+// parseFormat parses Python str.format syntax restricted to named fields
+// (with conversions and format specs, pyformat.go).
 func parseFormat(text string) ([]part, error) {
 	var parts []part
 	var lit strings.Builder
@@ -193,15 +210,23 @@ func parseFormat(text string) ([]part, error) {
 			if end < 0 {
 				return nil, fmt.Errorf("'{' at offset %d is never closed", i)
 			}
-			name := text[i+1 : i+1+end]
-			if name == "" {
-				return nil, fmt.Errorf("empty field {} at offset %d: positional fields are not supported", i)
+			inner := text[i+1 : i+1+end]
+			name, rest := inner, ""
+			if j := strings.IndexAny(inner, "!:"); j >= 0 {
+				name, rest = inner[:j], inner[j:]
 			}
-			if strings.ContainsAny(name, "!:.[{") {
-				return nil, fmt.Errorf("field {%s} at offset %d: conversions, format specs, attributes and indexes are not supported (the Go syntax has functions for this)", name, i)
+			if name == "" {
+				return nil, fmt.Errorf("empty field {%s} at offset %d: positional fields are not supported", inner, i)
+			}
+			if strings.ContainsAny(name, ".[{") {
+				return nil, fmt.Errorf("field {%s} at offset %d: attributes and indexes are not supported (the Go syntax has functions for this)", inner, i)
+			}
+			py, err := parseConversion(rest)
+			if err != nil {
+				return nil, fmt.Errorf("field {%s} at offset %d: %w", inner, i, err)
 			}
 			flush()
-			parts = append(parts, part{field: name})
+			parts = append(parts, part{field: name, py: py})
 			i += end + 1
 		default:
 			lit.WriteByte(c)
@@ -209,67 +234,6 @@ func parseFormat(text string) ([]part, error) {
 	}
 	flush()
 	return parts, nil
-}
-
-// goRefs walks a Go template's parse tree for fields read from the
-// top-level data (.Username) and checks each against keys.
-func goRefs(t *template.Template, keys []fieldKey, syntax Syntax) ([]string, error) {
-	var refs []string
-	var err error
-	add := func(ident string) {
-		i := slices.IndexFunc(keys, func(k fieldKey) bool { return k.goName == ident })
-		if i < 0 {
-			if err == nil {
-				err = fmt.Errorf("unknown field .%s; known fields: %s", ident, knownFields(keys, syntax))
-			}
-			return
-		}
-		if !slices.Contains(refs, keys[i].snake) {
-			refs = append(refs, keys[i].snake)
-		}
-	}
-	var walk func(n parse.Node)
-	walk = func(n parse.Node) {
-		switch n := n.(type) {
-		case *parse.ListNode:
-			if n != nil {
-				for _, c := range n.Nodes {
-					walk(c)
-				}
-			}
-		case *parse.ActionNode:
-			walk(n.Pipe)
-		case *parse.PipeNode:
-			if n != nil {
-				for _, c := range n.Cmds {
-					walk(c)
-				}
-			}
-		case *parse.CommandNode:
-			for _, a := range n.Args {
-				walk(a)
-			}
-		case *parse.FieldNode:
-			add(n.Ident[0])
-		case *parse.ChainNode:
-			walk(n.Node)
-		case *parse.IfNode:
-			walk(n.Pipe)
-			walk(n.List)
-			walk(n.ElseList)
-		case *parse.RangeNode:
-			// Inside range and with the dot changes; fields there are
-			// checked when the template runs.
-			walk(n.Pipe)
-		case *parse.WithNode:
-			walk(n.Pipe)
-			walk(n.ElseList)
-		case *parse.TemplateNode:
-			walk(n.Pipe)
-		}
-	}
-	walk(t.Tree.Root)
-	return refs, err
 }
 
 func knownFields(keys []fieldKey, syntax Syntax) string {
@@ -304,5 +268,6 @@ var hermeticFuncs = sync.OnceValue(func() template.FuncMap {
 	for _, name := range nonHermetic {
 		delete(funcs, name)
 	}
+	boundFuncs(funcs)
 	return funcs
 })

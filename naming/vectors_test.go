@@ -10,8 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/spawnkit/spawnkit/internal/vectorrules"
 )
 
 // The reference vectors were produced by the real kubespawner 7.1 and
@@ -63,6 +66,14 @@ type vectorFile struct {
 // server: IsValidLabel is false and SafeLabel hashes.
 var labelDeviationRunes = []rune{'\u0130', '\u0131', '\u017f', '\u212a'}
 
+// rules are where spawnkit deliberately differs from KubeSpawner 7.1 in
+// naming, each selected by a predicate over the case's input
+// (isLabelDeviation, invalidServer), never by case name.
+var rules = []struct{ name, reason string }{
+	{"api-label-charset", "KubeSpawner's is_valid_label folds case on Unicode and so accepts U+0130, U+0131, U+017F and U+212A in a label value, which the API server rejects, so spawnkit follows the API server (IsValidLabel is false and SafeLabel hashes)"},
+	{"invalid-server", "no hub has a user with an empty name, a NUL byte or invalid UTF-8, so spawnkit refuses such a server where KubeSpawner would hash it into a name"},
+}
+
 func isLabelDeviation(field, input string, pythonValid bool) bool {
 	return (field == "is_valid_label" || field == "safe_slug_label") && pythonValid &&
 		strings.ContainsFunc(input, func(r rune) bool { return slices.Contains(labelDeviationRunes, r) })
@@ -89,7 +100,12 @@ func loadVectors(t *testing.T) vectorFile {
 func TestVectors(t *testing.T) {
 	vf := loadVectors(t)
 	checked := 0
-	deviations := 0
+	byRule := map[string]int{}
+	for _, r := range rules {
+		if err := vectorrules.Check(r.name, r.reason); err != nil {
+			t.Error(err)
+		}
+	}
 
 	slugFuncs := map[string]func(string) (string, error){
 		"escape_slug":             func(s string) (string, error) { return EscapeSlug(s), nil },
@@ -134,7 +150,7 @@ func TestVectors(t *testing.T) {
 				continue
 			}
 			if isLabelDeviation(field, input, pythonValidLabel) {
-				deviations++
+				byRule["api-label-charset"]++
 				if got == want || !IsValidLabel(got) {
 					t.Errorf("%s: %s = %q: the listed deviation should give a valid label other than KubeSpawner's %q", name, field, got, want)
 				}
@@ -148,7 +164,7 @@ func TestVectors(t *testing.T) {
 			want, _ := c[field].(bool)
 			got := fn(input)
 			if isLabelDeviation(field, input, pythonValidLabel) {
-				deviations++
+				byRule["api-label-charset"]++
 				if got || len(validation.IsValidLabelValue(input)) == 0 {
 					t.Errorf("%s: %s deviation: got %v; the API server's own check must reject it", name, field, got)
 				}
@@ -182,6 +198,13 @@ func TestVectors(t *testing.T) {
 					t.Fatalf("%s: New: %v", sname, err)
 				}
 				got, err := n.render(s)
+				if invalidServer(s) {
+					byRule["invalid-server"]++
+					if !IsInvalidName(err) {
+						t.Errorf("%s: render = %v, want an *InvalidNameError", sname, err)
+					}
+					continue
+				}
 				if err != nil {
 					t.Errorf("%s: render: %v", sname, err)
 					continue
@@ -253,8 +276,8 @@ func TestVectors(t *testing.T) {
 	if checked != total || total == 0 {
 		t.Errorf("checked %d of %d cases", checked, total)
 	}
-	t.Logf("checked %d cases (%d string, %d user/server, %d multi_slug); %d fields are listed deviations",
-		checked, len(vf.Cases), len(vf.UserServerCases), len(vf.MultiSlugCases), deviations)
+	t.Logf("checked %d cases (%d string, %d user/server, %d multi_slug); deviations by rule: %v",
+		checked, len(vf.Cases), len(vf.UserServerCases), len(vf.MultiSlugCases), byRule)
 }
 
 // checkValidation asserts that Names fails exactly when a rendered name is
@@ -311,4 +334,10 @@ func compareMaps(t *testing.T, name string, got, want map[string]string) {
 			t.Errorf("%s: unexpected %s = %q", name, k, got[k])
 		}
 	}
+}
+
+// invalidServer reports whether s has an empty user name or a name with a
+// NUL byte or invalid UTF-8, which Namer rejects.
+func invalidServer(s Server) bool {
+	return s.Username == "" || strings.ContainsRune(s.Username+s.Servername, 0) || !utf8.ValidString(s.Username+s.Servername)
 }

@@ -33,9 +33,10 @@ type CleanupOptions struct {
 	// DryRun reports what would be deleted and deletes nothing.
 	DryRun bool
 	// MinAge skips younger objects. Zero means DefaultMinAge; NoMinAge
-	// turns the check off.
+	// turns the check off; any other negative value is an error.
 	MinAge time.Duration
-	// Kinds to delete. Default: DefaultCleanupKinds.
+	// Kinds to delete. Default: DefaultCleanupKinds. A kind not in
+	// AllKinds is an error.
 	Kinds []Kind
 	// IncludeUnattributed also deletes objects with spawnkit's label but
 	// without the annotations that name their server (skipped by default).
@@ -75,6 +76,12 @@ type Failed struct {
 func Cleanup(ctx context.Context, orphans []Orphan, opts CleanupOptions) (Report, error) {
 	if opts.Client == nil {
 		return Report{}, fmt.Errorf("orphan: CleanupOptions needs a Client")
+	}
+	if err := checkMinAge(opts.MinAge); err != nil {
+		return Report{}, err
+	}
+	if err := checkKinds("CleanupOptions.Kinds", opts.Kinds); err != nil {
+		return Report{}, err
 	}
 	if opts.MinAge == 0 {
 		opts.MinAge = DefaultMinAge

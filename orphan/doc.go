@@ -37,7 +37,15 @@
 // object already gone as such, and reports every orphan as deleted,
 // skipped with the reason, or failed with the error.
 //
+// Options that cannot be meant are errors wrapping ErrInvalidOptions, never
+// a guess: a kind not in AllKinds, a negative MinAge other than NoMinAge,
+// a nil Known.
+//
 // A Sweeper runs List and Cleanup on an interval, with metrics, and with
 // client-go leader election so that of several hub replicas only one
-// sweeps. List, Cleanup and a Sweeper are safe for concurrent use.
+// sweeps. A sweep whose Known set is empty fails with ErrEmptyKnown and
+// deletes nothing unless AllowEmptyKnown is set. Under leader election a
+// sweep loop stops (and is waited for) before its sweeper campaigns again
+// or releases the Lease on shutdown, so two replicas never sweep at once.
+// List, Cleanup and a Sweeper are safe for concurrent use.
 package orphan

@@ -117,7 +117,8 @@ type Options struct {
 	Client kubernetes.Interface
 	// Namespaces to look in; empty means all (needed for user namespaces).
 	Namespaces []string
-	// Kinds to look at; empty means AllKinds.
+	// Kinds to look at; empty means AllKinds. A kind not in AllKinds is
+	// an error.
 	Kinds []Kind
 	// LabelSelector finds the objects. Default: DefaultSelector. A hub
 	// taking over from KubeSpawner can pass
@@ -140,6 +141,12 @@ type Options struct {
 func List(ctx context.Context, known *Known, opts Options) ([]Orphan, error) {
 	if opts.Client == nil {
 		return nil, fmt.Errorf("orphan: Options needs a Client")
+	}
+	if known == nil {
+		return nil, fmt.Errorf("%w: List needs the known servers (nil Known)", ErrInvalidOptions)
+	}
+	if err := checkKinds("Options.Kinds", opts.Kinds); err != nil {
+		return nil, err
 	}
 	if opts.LabelSelector == "" {
 		opts.LabelSelector = DefaultSelector

@@ -328,7 +328,7 @@ func TestSweepersWithLeaderElection(t *testing.T) {
 	for i := range sweepers {
 		var err error
 		sweepers[i], err = NewSweeper(SweeperOptions{
-			Client: cluster.Client, Known: known, Interval: 50 * time.Millisecond,
+			Client: cluster.Client, Known: known, AllowEmptyKnown: true, Interval: 50 * time.Millisecond,
 			List:       Options{Namespaces: []string{ns}},
 			Cleanup:    CleanupOptions{MinAge: NoMinAge},
 			Registerer: registries[i],

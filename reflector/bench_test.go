@@ -1,8 +1,10 @@
 package reflector
 
 import (
+	"bytes"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -32,9 +35,13 @@ func realisticPod(b *testing.B, ns string) *corev1.Pod {
 		Name: "template", Image: "quay.io/jupyter/scipy-notebook:2024-01-01", Port: 8888,
 		Cmd: []string{"jupyterhub-singleuser"}, UID: ptr.To[int64](1000), FSGID: ptr.To[int64](100),
 		Labels: map[string]string{"component": "singleuser-server", "hub.jupyter.org/username": "alice",
-			"app": "jupyterhub", "heritage": "jupyterhub", "hub.jupyter.org/servername": ""},
-		Annotations: map[string]string{"hub.jupyter.org/username": "alice"},
-		CPULimit:    resource.MustParse("2"), MemLimit: resource.MustParse("4Gi"), MemGuarantee: resource.MustParse("1Gi"),
+			"app": "jupyterhub", "heritage": "jupyterhub", "hub.jupyter.org/servername": "",
+			"app.kubernetes.io/managed-by": "spawnkit"},
+		Annotations: map[string]string{"hub.jupyter.org/username": "alice", "hub.jupyter.org/servername": "",
+			"spawnkit.dev/start-id": "3f9c2a71d0b84e6a",
+			"spawnkit.dev/state": `{"pod_name":"jupyter-alice","namespace":"jhub","dns_name":"jupyter-alice.jhub.svc.cluster.local",` +
+				`"port":8888,"pvc_name":"claim-alice","version":1}`},
+		CPULimit: resource.MustParse("2"), MemLimit: resource.MustParse("4Gi"), MemGuarantee: resource.MustParse("1Gi"),
 		Volumes: []corev1.Volume{{Name: "home", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "claim-alice"}}}},
 		VolumeMounts: []corev1.VolumeMount{{Name: "home", MountPath: "/home/jovyan"}},
@@ -54,14 +61,26 @@ func realisticPod(b *testing.B, ns string) *corev1.Pod {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The status a kubelet reports for a running server.
 	now := metav1.Now()
-	created.Status = corev1.PodStatus{
-		Phase: corev1.PodRunning, PodIP: "10.244.1.17", HostIP: "10.96.0.1", StartTime: &now,
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}},
-		ContainerStatuses: []corev1.ContainerStatus{{Name: "notebook", Ready: true, Image: spec.Image,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}},
+	cond := func(t corev1.PodConditionType) corev1.PodCondition {
+		return corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now}
 	}
-	return created
+	created.Status = corev1.PodStatus{
+		Phase: corev1.PodRunning, PodIP: "10.244.1.17", PodIPs: []corev1.PodIP{{IP: "10.244.1.17"}},
+		HostIP: "10.96.0.1", HostIPs: []corev1.HostIP{{IP: "10.96.0.1"}}, StartTime: &now, QOSClass: corev1.PodQOSBurstable,
+		Conditions: []corev1.PodCondition{cond("PodReadyToStartContainers"), cond(corev1.PodInitialized),
+			cond(corev1.PodReady), cond(corev1.ContainersReady), cond(corev1.PodScheduled)},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "notebook", Ready: true, Started: ptr.To(true),
+			Image: spec.Image, ImageID: "quay.io/jupyter/scipy-notebook@sha256:5f1b4c4e0c1d2b7e9a3f6d8c2b1a0e9f8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a",
+			ContainerID: "containerd://9d5c0f1e2a3b4c5d6e7f8a9b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d",
+			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}},
+	}
+	updated, err := cluster.Client.CoreV1().Pods(ns).UpdateStatus(b.Context(), created, metav1.UpdateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return updated
 }
 
 func clonePod(tmpl *corev1.Pod, i int) *corev1.Pod {
@@ -88,13 +107,13 @@ func syncedEntry(b *testing.B, r *Registry, res Resource) (*entry, func()) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		e, release = p.e, p.Release
+		e, release = p.h.e, p.Release
 	case ResourceEvents:
 		ev, err := r.Events(b.Context(), ns.Name)
 		if err != nil {
 			b.Fatal(err)
 		}
-		e, release = ev.e, ev.Release
+		e, release = ev.h.e, ev.Release
 	}
 	if err := waitSynced(b.Context(), e); err != nil {
 		b.Fatal(err)
@@ -116,7 +135,7 @@ func BenchmarkPodLookup(b *testing.B) {
 	for i := range benchPods {
 		_ = e.informer.GetIndexer().Add(clonePod(tmpl, i))
 	}
-	pods := &Pods{r: r, e: e}
+	pods := &Pods{h: handle{r: r, e: e}}
 	ctx := b.Context()
 	var ours time.Duration
 	b.Run("spawnkit", func(b *testing.B) {
@@ -154,16 +173,22 @@ func BenchmarkPodEvents(b *testing.B) {
 	defer release()
 	ns := e.key.Namespace
 	base := time.Now()
+	// The handler's index is filled through the handler, and the
+	// informer's store as an informer would: both hold every event.
+	handler := e.events.handler(func(*corev1.Event) {})
 	for i := range benchPods {
 		for j := range benchEventsPerPod {
-			_ = e.informer.GetIndexer().Add(&corev1.Event{
-				ObjectMeta:     metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("ev-%d-%d", i, j)},
-				InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: fmt.Sprintf("jupyter-user-%d", i)},
-				Reason:         "Started", LastTimestamp: metav1.NewTime(base.Add(time.Duration(j) * time.Second)),
-			})
+			ev := &corev1.Event{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("ev-%d-%d", i, j)},
+				InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: fmt.Sprintf("jupyter-user-%d", i),
+					UID: types.UID(fmt.Sprintf("uid-%d", i))},
+				Reason: "Started", LastTimestamp: metav1.NewTime(base.Add(time.Duration(j) * time.Second)),
+			}
+			_ = e.informer.GetIndexer().Add(ev)
+			handler.OnAdd(ev, false)
 		}
 	}
-	events := &Events{r: r, e: e}
+	events := &Events{h: handle{r: r, e: e}}
 	ctx := b.Context()
 	var ours time.Duration
 	b.Run("spawnkit", func(b *testing.B) {
@@ -196,8 +221,12 @@ func BenchmarkPodEvents(b *testing.B) {
 }
 
 // BenchmarkHeapPerPod measures the heap a cached pod costs, with and
-// without TransformPod, for a realistic spawnkit pod as the API server
-// returns it (managedFields included).
+// without TransformPod, for a realistic spawnkit pod (running, as a
+// kubelet reports it) as the API server returns it, managedFields
+// included. Each pod is decoded separately from the server's JSON, as a
+// watch decodes each object, so no two pods share a string; what the
+// transform drops becomes garbage, and the heap that stays after a GC is
+// what the cache costs, its store and indexes included.
 func BenchmarkHeapPerPod(b *testing.B) {
 	testcluster.Require(b, cluster)
 	ns, err := cluster.Client.CoreV1().Namespaces().Create(b.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "heap-"}}, metav1.CreateOptions{})
@@ -205,16 +234,32 @@ func BenchmarkHeapPerPod(b *testing.B) {
 		b.Fatal(err)
 	}
 	tmpl := realisticPod(b, ns.Name)
-	// Each pod is a fresh deep copy, as a watch decodes a fresh object;
-	// what the transform drops becomes garbage, and the heap that stays
-	// after a GC is what the cache costs.
+	raw, err := cluster.Client.CoreV1().RESTClient().Get().Namespace(ns.Name).Resource("pods").Name(tmpl.Name).
+		SetHeader("Accept", "application/json").DoRaw(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	decoder := scheme.Codecs.UniversalDeserializer()
+	// Distinct names and uids, of the lengths the server's have.
+	name := strings.Repeat("n", len(tmpl.Name)-6)
+	uid := strings.Repeat("u", len(tmpl.UID)-6)
+	docs := make([][]byte, benchPods)
+	for i := range docs {
+		docs[i] = bytes.Replace(bytes.Replace(raw, []byte(`"name":"`+tmpl.Name+`"`), []byte(fmt.Sprintf(`"name":"%s%06d"`, name, i)), 1),
+			[]byte(string(tmpl.UID)), []byte(fmt.Sprintf("%s%06d", uid, i)), 1)
+	}
 	measure := func(transform bool) float64 {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{uidIndex: podUIDIndexFunc})
-		for i := range benchPods {
-			obj := any(clonePod(tmpl, i))
+		indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{
+			cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, uidIndex: podUIDIndexFunc})
+		for _, doc := range docs {
+			decoded, _, err := decoder.Decode(doc, nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			obj := any(decoded)
 			if transform {
 				obj, _ = TransformPod(obj)
 			}
@@ -222,6 +267,9 @@ func BenchmarkHeapPerPod(b *testing.B) {
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
+		if n := len(indexer.ListKeys()); n != benchPods {
+			b.Fatalf("%d pods cached, want %d", n, benchPods)
+		}
 		runtime.KeepAlive(indexer)
 		return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / benchPods
 	}

@@ -1,10 +1,7 @@
 package reflector
 
 import (
-	"cmp"
 	"context"
-	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,32 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-const (
-	involvedIndex    = "involvedObject"
-	involvedUIDIndex = "involvedObject.uid"
-)
-
-func involvedIndexFunc(obj any) ([]string, error) {
-	if e, ok := obj.(*corev1.Event); ok {
-		return []string{podKey(e.InvolvedObject.Namespace, e.InvolvedObject.Name)}, nil
-	}
-	return nil, nil
-}
-
-func involvedUIDIndexFunc(obj any) ([]string, error) {
-	if e, ok := obj.(*corev1.Event); ok && e.InvolvedObject.UID != "" {
-		return []string{string(e.InvolvedObject.UID)}, nil
-	}
-	return nil, nil
-}
-
 // Events is one holder's handle on a shared informer for the events of
 // pods (field selector involvedObject.kind=Pod). Its methods are safe for
 // concurrent use; the events it returns are read-only cache objects.
 type Events struct {
-	r    *Registry
-	e    *entry
-	once sync.Once
+	h handle
 }
 
 // Events returns a handle on the pod-event informer for namespace ("" for
@@ -48,58 +24,41 @@ func (r *Registry) Events(ctx context.Context, namespace string) (*Events, error
 	if err != nil {
 		return nil, err
 	}
-	return &Events{r: r, e: e}, nil
+	return &Events{h: handle{r: r, e: e}}, nil
 }
 
-// Release gives up this handle. Calling it more than once is harmless.
-func (ev *Events) Release() { ev.once.Do(func() { ev.r.release(ev.e) }) }
+// Release gives up this handle. Calling it more than once is harmless;
+// every read after it returns ErrReleased.
+func (ev *Events) Release() { ev.h.release() }
 
 // WaitForSync waits until the informer has delivered its first list.
-func (ev *Events) WaitForSync(ctx context.Context) error { return waitSynced(ctx, ev.e) }
+func (ev *Events) WaitForSync(ctx context.Context) error { return ev.h.waitSynced(ctx) }
 
 // Namespace is the namespace the informer watches ("" for all).
-func (ev *Events) Namespace() string { return ev.e.key.Namespace }
+func (ev *Events) Namespace() string { return ev.h.e.key.Namespace }
 
 // Status returns the informer's health.
-func (ev *Events) Status() Status { return ev.e.status() }
+func (ev *Events) Status() Status { return ev.h.e.status() }
 
-// ForPod returns the cached events of the pod namespace/name, oldest first
-// (by EventTime, else LastTimestamp, else creation time). It is an index
-// lookup, not a scan.
+// ForPod returns the indexed events of the pod namespace/name (of every
+// pod of that name whose events are still indexed), oldest first: by
+// EventTime, else LastTimestamp, else creation time, then by name. It is
+// an index lookup, not a scan.
 func (ev *Events) ForPod(ctx context.Context, namespace, name string) ([]*corev1.Event, error) {
-	return ev.lookup(ctx, involvedIndex, podKey(namespace, name))
+	if err := ev.h.waitSynced(ctx); err != nil {
+		return nil, err
+	}
+	return ev.h.e.events.forPod(namespace, name), nil
 }
 
-// ForUID returns the cached events of the pod with uid, oldest first. A
+// ForUID returns the indexed events of the pod with uid, oldest first. A
 // new pod with the same name has another uid, so this never mixes in a
 // previous pod's events.
 func (ev *Events) ForUID(ctx context.Context, uid types.UID) ([]*corev1.Event, error) {
-	return ev.lookup(ctx, involvedUIDIndex, string(uid))
-}
-
-func (ev *Events) lookup(ctx context.Context, index, value string) ([]*corev1.Event, error) {
-	if err := waitSynced(ctx, ev.e); err != nil {
+	if err := ev.h.waitSynced(ctx); err != nil {
 		return nil, err
 	}
-	objs, err := ev.e.informer.GetIndexer().ByIndex(index, value)
-	if err != nil {
-		return nil, err
-	}
-	return sortedEvents(objs), nil
-}
-
-func sortedEvents(objs []any) []*corev1.Event {
-	out := make([]*corev1.Event, len(objs))
-	for i, o := range objs {
-		out[i] = o.(*corev1.Event)
-	}
-	slices.SortStableFunc(out, func(a, b *corev1.Event) int {
-		if c := EventTime(a).Compare(EventTime(b)); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Name, b.Name)
-	})
-	return out
+	return ev.h.e.events.forUID(uid), nil
 }
 
 // EventTime is when an event last happened: its EventTime (events.k8s.io
@@ -116,32 +75,10 @@ func EventTime(e *corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
-// eventChanged runs in the informer's handler: it enforces the per-pod
-// bound and wakes the pod's subscribers.
-func (r *Registry) eventChanged(e *entry, obj any) {
-	ev, ok := obj.(*corev1.Event)
-	if !ok {
-		return
-	}
-	key := podKey(ev.InvolvedObject.Namespace, ev.InvolvedObject.Name)
-	if r.maxEvent > 0 {
-		indexer := e.informer.GetIndexer()
-		objs, err := indexer.ByIndex(involvedIndex, key)
-		if err == nil && len(objs) > r.maxEvent {
-			for _, old := range sortedEvents(objs)[:len(objs)-r.maxEvent] {
-				// Removing an entry (never changing one) is how the bound
-				// is kept; a later update of that event adds it again.
-				_ = indexer.Delete(old)
-			}
-		}
-	}
-	r.notify(key)
-}
-
-// forgetEvents drops the cached events of a deleted pod from every event
-// informer that covers its namespace, so a hub's event cache holds the
-// events of live pods only.
-func (r *Registry) forgetEvents(namespace, name string) {
+// forgetEvents drops the indexed events of a deleted pod from every
+// event informer that covers its namespace, and tombstones its uid there,
+// so a hub's event index holds the events of live pods only.
+func (r *Registry) forgetEvents(uid types.UID, namespace, name string) {
 	r.mu.Lock()
 	var entries []*entry
 	for k, e := range r.entries {
@@ -151,14 +88,7 @@ func (r *Registry) forgetEvents(namespace, name string) {
 	}
 	r.mu.Unlock()
 	for _, e := range entries {
-		indexer := e.informer.GetIndexer()
-		objs, err := indexer.ByIndex(involvedIndex, podKey(namespace, name))
-		if err != nil {
-			continue
-		}
-		for _, o := range objs {
-			_ = indexer.Delete(o)
-		}
+		e.events.forgetPod(uid, namespace, name)
 	}
 }
 

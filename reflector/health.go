@@ -1,6 +1,7 @@
 package reflector
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -29,31 +30,49 @@ func (s Status) Healthy() bool {
 	return s.Synced && !s.LastSuccess.Before(s.LastErrorTime)
 }
 
-// health records an informer's list and watch outcomes.
+// health records an informer's list and watch outcomes. Each failure
+// counts once: a failed list or watch call is counted where it is made
+// (attempt), and client-go then hands most of these same errors, wrapped,
+// to the watch error handler (watchError), which counts only errors it
+// has not seen.
 type health struct {
 	clock clock.PassiveClock
-	mu    sync.Mutex // guards s
+	mu    sync.Mutex // guards s and callErr
 	s     Status
+	// callErr is the latest failed call's error, until the watch error
+	// handler reports it.
+	callErr error
 }
 
 func newHealth(c clock.PassiveClock) *health { return &health{clock: c} }
 
 // attempt records the outcome of a list or watch call.
 func (h *health) attempt(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if err != nil {
-		h.watchError(err)
+		h.failedLocked(err)
+		h.callErr = err
 		return
 	}
-	h.mu.Lock()
 	h.s.LastSuccess = h.clock.Now()
-	h.mu.Unlock()
+	h.callErr = nil
 }
 
-// watchError records an error client-go reports for a running watch (a
-// broken connection, an expired resource version).
+// watchError records an error client-go's reflector reports: a failed
+// call already recorded by attempt, or a failure of its own (a list it
+// could not understand or store).
 func (h *health) watchError(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.callErr != nil && errors.Is(err, h.callErr) {
+		h.callErr = nil
+		return
+	}
+	h.failedLocked(err)
+}
+
+func (h *health) failedLocked(err error) {
 	h.s.LastError = err
 	h.s.LastErrorTime = h.clock.Now()
 	h.s.WatchErrors++

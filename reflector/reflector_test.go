@@ -24,7 +24,9 @@ func TestMain(m *testing.M) {
 func newRegistry(t *testing.T, opts Options) *Registry {
 	t.Helper()
 	c := testcluster.Require(t, cluster)
-	opts.Config = c.Config
+	if opts.Config == nil && opts.Client == nil {
+		opts.Config = c.Config
+	}
 	r, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -121,17 +123,17 @@ func TestSharingAndRefcounting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.e != b.e || len(r.Status()) != 1 {
+	if a.h.e != b.h.e || len(r.Status()) != 1 {
 		t.Fatalf("two holders of one key got %d informers", len(r.Status()))
 	}
 	other, err := r.Pods(t.Context(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if other.e == a.e || len(r.Status()) != 2 {
+	if other.h.e == a.h.e || len(r.Status()) != 2 {
 		t.Fatal("a different namespace shared an informer")
 	}
-	shared := a.e
+	shared := a.h.e
 	a.Release()
 	a.Release() // harmless
 	if _, running := r.Status()[shared.key]; !running {
@@ -219,7 +221,8 @@ func TestLabelSelectorAndNamespaces(t *testing.T) {
 		t.Errorf("List(%s) = %v, %v; want pod b only", ns2, list, err)
 	}
 	got, _, _ := one.Get(t.Context(), ns1, "a")
-	if got.ManagedFields != nil || got.Spec.Containers[0].Env != nil || got.Spec.Containers[0].Image != "busybox" {
+	if got.ManagedFields != nil || got.Spec.Containers[0].Env != nil || got.Spec.Containers[0].Image != "" ||
+		got.Spec.Containers[0].Name != "notebook" {
 		t.Errorf("cached pod not trimmed as documented: %+v", got.Spec.Containers[0])
 	}
 	byUID, ok, err := one.GetByUID(t.Context(), got.UID)

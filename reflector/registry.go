@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,16 +74,19 @@ type Options struct {
 
 // Registry hands out shared informers, one per Key, reference-counted: the
 // first holder starts an informer, later holders share it, and the last
-// Release stops it. A Registry is safe for concurrent use.
+// Release (or Close) stops it. A Registry is safe for concurrent use.
 type Registry struct {
 	client   kubernetes.Interface
 	podSel   string
 	maxEvent int
 	clock    clock.PassiveClock
+	reg      prometheus.Registerer
+	metrics  *collector
 
-	mu sync.Mutex // guards entries
+	mu sync.Mutex // guards entries and closed
 	// entries are the running informers.
 	entries map[Key]*entry
+	closed  bool
 	// subs are the open subscriptions by pod namespace/name.
 	subs map[string]map[*Subscription]struct{}
 	// subsMu guards subs. It is separate from mu because every informer
@@ -95,9 +99,12 @@ type entry struct {
 	key      Key
 	informer cache.SharedIndexInformer
 	health   *health
-	refs     int // guarded by Registry.mu
-	cancel   context.CancelFunc
-	done     chan struct{} // closed when the informer has stopped
+	// events is the index of an event informer, built by its handler;
+	// nil for pods.
+	events *eventIndex
+	refs   int // guarded by Registry.mu
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the informer has stopped
 }
 
 // New creates a Registry. It starts nothing until an informer is asked for.
@@ -134,11 +141,41 @@ func New(opts Options) (*Registry, error) {
 		r.clock = clock.RealClock{}
 	}
 	if opts.Registerer != nil {
-		if err := opts.Registerer.Register(&collector{r: r}); err != nil {
+		r.reg, r.metrics = opts.Registerer, &collector{r: r}
+		if err := r.reg.Register(r.metrics); err != nil {
 			return nil, fmt.Errorf("reflector: registering metrics: %w", err)
 		}
 	}
 	return r, nil
+}
+
+// ErrClosed is returned by Pods and Events after Close.
+var ErrClosed = errors.New("reflector: registry closed")
+
+// Close stops every informer of the registry and waits until they have
+// stopped; it unregisters the registry's metrics. From then on every read
+// of a handle still held returns ErrReleased (releasing it is harmless),
+// and Pods and Events return ErrClosed. Calling Close more than once is
+// harmless.
+func (r *Registry) Close() {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.closed = true
+	entries := r.entries
+	r.entries = map[Key]*entry{}
+	r.mu.Unlock()
+	for _, e := range entries {
+		e.cancel()
+	}
+	for _, e := range entries {
+		<-e.done
+	}
+	if r.metrics != nil {
+		r.reg.Unregister(r.metrics)
+	}
 }
 
 // PodLabelSelector is the label selector of the registry's pod informers.
@@ -149,6 +186,9 @@ func (r *Registry) PodLabelSelector() string { return r.podSel }
 func (r *Registry) acquire(ctx context.Context, key Key) (*entry, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed {
+		return nil, fmt.Errorf("reflector: watching %s: %w", key, ErrClosed)
+	}
 	if e, ok := r.entries[key]; ok {
 		e.refs++
 		return e, nil
@@ -156,7 +196,8 @@ func (r *Registry) acquire(ctx context.Context, key Key) (*entry, error) {
 	e := &entry{key: key, refs: 1, done: make(chan struct{}), health: newHealth(r.clock)}
 	e.informer = r.newInformer(key, e.health)
 	// One handler per informer, however many holders: it wakes
-	// subscribers and bounds the event index. Handlers must be fast;
+	// subscribers and, for events, builds the bounded event index (the
+	// informer's own store is never changed). Handlers must be fast;
 	// notify never blocks.
 	var handler cache.ResourceEventHandlerFuncs
 	switch key.Resource {
@@ -167,10 +208,10 @@ func (r *Registry) acquire(ctx context.Context, key Key) (*entry, error) {
 			DeleteFunc: func(obj any) { r.podChanged(obj, true) },
 		}
 	case ResourceEvents:
-		handler = cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { r.eventChanged(e, obj) },
-			UpdateFunc: func(_, obj any) { r.eventChanged(e, obj) },
-		}
+		e.events = newEventIndex(r.maxEvent)
+		handler = e.events.handler(func(ev *corev1.Event) {
+			r.notify(podKey(ev.InvolvedObject.Namespace, ev.InvolvedObject.Name))
+		})
 	}
 	if _, err := e.informer.AddEventHandler(handler); err != nil {
 		return nil, fmt.Errorf("reflector: watching %s: %w", key, err)
@@ -180,7 +221,7 @@ func (r *Registry) acquire(ctx context.Context, key Key) (*entry, error) {
 	e.cancel = cancel
 	_ = e.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
 		e.health.watchError(err)
-		logger.Error(err, "watch failed; client-go retries with backoff", "errors", e.health.status().WatchErrors)
+		logger.Error(err, "list or watch failed; client-go retries with backoff", "errors", e.health.status().WatchErrors)
 	})
 	r.entries[key] = e
 	// The informer goroutine is owned by the entry: release stops it and
@@ -198,7 +239,7 @@ func (r *Registry) release(e *entry) {
 	r.mu.Lock()
 	e.refs--
 	last := e.refs == 0
-	if last {
+	if last && r.entries[e.key] == e { // after Close, entries no longer has e
 		delete(r.entries, e.key)
 	}
 	r.mu.Unlock()
@@ -227,8 +268,6 @@ func (r *Registry) newInformer(key Key, h *health) cache.SharedIndexInformer {
 		events := r.client.CoreV1().Events(key.Namespace)
 		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return events.List(ctx, o) }
 		watchFn = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return events.Watch(ctx, o) }
-		indexers[involvedIndex] = involvedIndexFunc
-		indexers[involvedUIDIndex] = involvedUIDIndexFunc
 		transform = TransformEvent
 	}
 	lw := &cache.ListWatch{
@@ -260,14 +299,47 @@ func podKey(namespace, name string) string { return namespace + "/" + name }
 // eventFieldSelector selects the events of pods.
 var eventFieldSelector = fields.OneTermEqualSelector("involvedObject.kind", "Pod").String()
 
-// waitSynced waits until e's first list has been delivered, or ctx ends.
+// handle is one holder's hold on an entry.
+type handle struct {
+	r        *Registry
+	e        *entry
+	once     sync.Once
+	released atomic.Bool
+}
+
+func (h *handle) release() {
+	h.once.Do(func() {
+		h.released.Store(true)
+		h.r.release(h.e)
+	})
+}
+
+// waitSynced returns ErrReleased once the handle is released or its
+// informer stopped (by Registry.Close), else waits until the informer
+// has delivered its first list, or ctx ends.
+func (h *handle) waitSynced(ctx context.Context) error {
+	if h.released.Load() {
+		return ErrReleased
+	}
+	return waitSynced(ctx, h.e)
+}
+
+// waitSynced waits until e's first list has been delivered, or ctx ends,
+// or e stops (ErrReleased).
 func waitSynced(ctx context.Context, e *entry) error {
+	select {
+	case <-e.done:
+		return ErrReleased
+	default:
+	}
 	if e.informer.HasSynced() {
 		return nil // the common case, without building a checker
 	}
 	select {
 	case <-e.informer.HasSyncedChecker().Done():
 		return nil
+	case <-e.done:
+		return ErrReleased
 	case <-ctx.Done():
 		return fmt.Errorf("reflector: waiting for %s to sync: %w (last watch error: %v)", e.key, ctx.Err(), e.health.status().LastError)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -32,6 +31,19 @@ type Config struct {
 	// profile overrides into.
 	source map[string]any
 
+	// HubOptions are the options that act in the hub, not on the
+	// server's objects (JupyterHub Spawner traits such as default_url,
+	// env_keep, ip, debug; KubeSpawner's API client options): loaded and
+	// kept so a KubeSpawner configuration loads unchanged; the hub puts
+	// their effect into StartOptions.Env.
+	HubOptions map[string]json.RawMessage `json:"-"`
+	// warnings are what LoadConfig would have KubeSpawner log
+	// (deprecated names, ignored options).
+	warnings []string
+	// environment is `environment` as loaded, in order and with its raw
+	// values (strings, valueFrom dicts, ...); nil for a Go-built Config.
+	environment []EnvEntry
+
 	// Pod is the pod template: every make_pod option of KubeSpawner,
 	// decoded by manifest.DecodePodSpec. Its Name, Labels, Annotations,
 	// Env and Cmd are filled per server by Start.
@@ -48,6 +60,13 @@ type Config struct {
 	DNSNameTemplate       string        `json:"dns_name_template"`
 	Namespace             string        `json:"namespace"`
 	EnableUserNamespaces  bool          `json:"enable_user_namespaces"`
+	// UserNamespaceLabels and UserNamespaceAnnotations are templates for
+	// the user namespace's labels and annotations.
+	UserNamespaceLabels      map[string]string `json:"user_namespace_labels"`
+	UserNamespaceAnnotations map[string]string `json:"user_namespace_annotations"`
+	// HandleLegacyNames (default true) makes a start find and keep a
+	// claim made under KubeSpawner's pre-7 (escape scheme) name.
+	HandleLegacyNames *bool `json:"handle_legacy_names"`
 
 	// Labels and annotations.
 	ComponentLabel   string            `json:"component_label"`
@@ -56,7 +75,10 @@ type Config struct {
 	ExtraAnnotations map[string]string `json:"extra_annotations"`
 
 	// The single-user server.
-	Cmd         []string          `json:"cmd"`
+	Cmd []string `json:"cmd"`
+	// Args are appended to Cmd (JupyterHub's args); without a Cmd they
+	// are ignored, with a warning, as the image's command is used.
+	Args        []string          `json:"args"`
 	Port        int32             `json:"port"` // default 8888
 	Environment map[string]string `json:"environment"`
 
@@ -97,6 +119,12 @@ type Config struct {
 	// SlowSpawnMessageAfter adds a progress message when a start takes
 	// longer (spawnkit's own; default 30; negative turns it off).
 	SlowSpawnMessageAfter Seconds `json:"slow_spawn_message_after"`
+	// KubeSpawner's slow_spawn_message_threshold (the default of
+	// SlowSpawnMessageAfter), slow_spawn_message_frequency and
+	// slow_spawn_message (with {seconds}).
+	SlowSpawnMessageThreshold Seconds `json:"slow_spawn_message_threshold"`
+	SlowSpawnMessageFrequency Seconds `json:"slow_spawn_message_frequency"`
+	SlowSpawnMessage          string  `json:"slow_spawn_message"`
 }
 
 // Seconds is a duration written as a number of seconds, as KubeSpawner's
@@ -137,16 +165,35 @@ func LoadConfig(data []byte) (Config, error) {
 	if err := json.Unmarshal(jsonData, &all); err != nil {
 		return Config{}, fmt.Errorf("spawner: config must be a mapping of option names: %w", err)
 	}
+	warnings, err := kubespawnerCompat(all)
+	if err != nil {
+		return Config{}, fmt.Errorf("spawner: config: %w", err)
+	}
 	pod := map[string]json.RawMessage{}
 	own := map[string]json.RawMessage{}
+	hub := map[string]json.RawMessage{}
+	var envRaw json.RawMessage
 	for k, v := range all {
-		if slices.Contains(podOptionKeys, k) {
+		switch {
+		case k == "environment":
+			envRaw = v
+		case slices.Contains(hubOptions, k):
+			hub[k] = v
+		case slices.Contains(podOptionKeys, k):
 			pod[k] = v
-		} else {
+		default:
 			own[k] = v
 		}
 	}
 	var c Config
+	if len(hub) > 0 {
+		c.HubOptions = hub
+	}
+	if envRaw != nil {
+		if c.environment, c.Environment, err = decodeEnvironment(envRaw); err != nil {
+			return Config{}, fmt.Errorf("spawner: config: environment: %w", err)
+		}
+	}
 	ownJSON, _ := json.Marshal(own)
 	dec := json.NewDecoder(bytes.NewReader(ownJSON))
 	dec.DisallowUnknownFields()
@@ -160,6 +207,10 @@ func LoadConfig(data []byte) (Config, error) {
 	if c.source, err = decodeSource(jsonData); err != nil {
 		return Config{}, fmt.Errorf("spawner: config: %w", err)
 	}
+	if len(c.Args) > 0 && len(c.Cmd) == 0 {
+		warnings = append(warnings, fmt.Sprintf("ignoring args %q: without cmd the image's command is used; set cmd to pass arguments", c.Args))
+	}
+	c.warnings = warnings
 	return c, nil
 }
 
@@ -189,6 +240,12 @@ func (c Config) withDefaults() Config {
 	if c.DeleteGracePeriod == nil {
 		c.DeleteGracePeriod = ptr.To[Seconds](1)
 	}
+	if c.Pod.Image == "" {
+		c.Pod.Image = DefaultImage
+	}
+	if c.SlowSpawnMessageAfter == 0 {
+		c.SlowSpawnMessageAfter = c.SlowSpawnMessageThreshold
+	}
 	if c.SlowSpawnMessageAfter == 0 {
 		c.SlowSpawnMessageAfter = 30
 	}
@@ -204,29 +261,8 @@ func (c Config) withDefaults() Config {
 // validate checks the options that would otherwise fail only at Start,
 // after objects exist, and reports all problems at once by option name.
 func (c *Config) validate() error {
-	var errs []error
-	if c.Port < 1 || c.Port > 65535 {
-		errs = append(errs, fmt.Errorf("port: %d is not a port number (1-65535)", c.Port))
-	}
-	if c.Pod.Image == "" {
-		errs = append(errs, errors.New("image: must be set"))
-	}
-	for _, t := range []struct {
-		key string
-		v   Seconds
-	}{
-		{"start_timeout", c.StartTimeout}, {"k8s_api_request_timeout", c.K8sAPIRequestTimeout},
-		{"k8s_api_request_retry_timeout", c.K8sAPIRequestRetryTimeout},
-	} {
-		if t.v <= 0 {
-			errs = append(errs, fmt.Errorf("%s: %v must be positive", t.key, float64(t.v)))
-		}
-	}
-	if c.DeleteGracePeriod != nil && *c.DeleteGracePeriod < 0 {
-		errs = append(errs, fmt.Errorf("delete_grace_period: %v must not be negative", float64(*c.DeleteGracePeriod)))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("spawner: invalid configuration: %w", errors.Join(errs...))
+	if errs := c.validateOptions(); len(errs) > 0 {
+		return &ConfigError{Errs: errs}
 	}
 	return nil
 }
@@ -260,3 +296,7 @@ func (c Config) namingOptions() (naming.Options, error) {
 	}
 	return o, nil
 }
+
+// Warnings are what loading the configuration would have KubeSpawner
+// log: deprecated option names, ignored options and arguments.
+func (c Config) Warnings() []string { return slices.Clone(c.warnings) }

@@ -57,8 +57,8 @@ func TestLoadKubeSpawnerConfig(t *testing.T) {
 		"volume_mounts":                   len(p.VolumeMounts) == 1 && p.VolumeMounts[0].MountPath == "/home/jovyan",
 		"cpu_limit":                       p.CPULimit.String() == "2",
 		"cpu_guarantee":                   p.CPUGuarantee.String() == "500m",
-		"mem_limit":                       p.MemLimit.String() == "4G",
-		"mem_guarantee":                   p.MemGuarantee.String() == "1G",
+		"mem_limit":                       p.MemLimit.Value() == 4<<30, // ByteSpecification: 1024-based bytes
+		"mem_guarantee":                   p.MemGuarantee.Value() == 1<<30,
 		"extra_resource_limits":           p.ExtraResourceLimits.Name("nvidia.com/gpu", "").String() == "1",
 		"extra_resource_guarantees":       p.ExtraResourceGuarantees.Name("nvidia.com/gpu", "").String() == "1",
 		"lifecycle_hooks":                 p.LifecycleHooks != nil && p.LifecycleHooks.PostStart.Exec.Command[2] == "echo started",

@@ -104,7 +104,24 @@
 // then each option's chosen, unlisted (validated by validation_regex, with
 // {value} substituted) or default choice's overrides, merged into the
 // loaded options (a mapping merges, null removes a key). Start does this
-// itself; names always come from the base configuration.
+// itself. As in KubeSpawner, what its __init__ fixes comes from the base
+// configuration: the names, working_dir's expansion and port's default;
+// a profile's working_dir is used as written, its namespace places the
+// objects, and its port 0 is an error (KubeSpawner would send
+// containerPort 0). An unlisted value is checked against validation_regex
+// even when the user options name no profile (KubeSpawner skips the
+// check then). A user's
+// unlisted value is data, never code: in the options rendered as templates
+// (extra_labels, extra_annotations, environment, volumes, volume_mounts,
+// pod_connect_ip) it is escaped so that it renders as itself.
+// validation_regex has Python's re.match semantics (anchored at the start
+// only) and is compiled when the configuration is loaded. Every option is
+// checked with apimachinery's validators before anything is created
+// (labels, annotations, quantities, names, ports, timeouts; a templated
+// value once rendered for the server, by Plan); all problems
+// are reported at once as a *ConfigError whose Keys name the options.
+// A configuration document is at most MaxConfigSize bytes, YAML aliases
+// may add at most 10,000 values, and merge keys (<<) work.
 //
 // # Manager
 //

@@ -43,6 +43,6 @@ profile_list:
 	// pod: jhub/jupyter-alice-example-com---cdbc73c2--lab
 	// claim: claim-alice-example-com---cdbc73c2--lab 10Gi
 	// port: 9999 args: [jupyterhub-singleuser]
-	// memory limit: 8G
+	// memory limit: 8589934592
 	// user annotation: Alice@example.com
 }

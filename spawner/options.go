@@ -283,8 +283,13 @@ func (s *Spawner) Close() {
 	}
 }
 
-// eventsHandle returns the Spawner's hold on the event informer of ns.
+// eventsHandle returns the Spawner's hold on the event informer of ns,
+// or with enable_user_namespaces on the one informer of all namespaces,
+// so that a hub watches events once, however many users it has.
 func (s *Spawner) eventsHandle(ctx context.Context, ns string) (*reflector.Events, error) {
+	if s.b.cfg.EnableUserNamespaces {
+		ns = metav1.NamespaceAll
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -304,8 +309,13 @@ func (s *Spawner) eventsHandle(ctx context.Context, ns string) (*reflector.Event
 	return ev, nil
 }
 
-// podsHandle returns the Spawner's hold on the pod informer of ns.
+// podsHandle returns the Spawner's hold on the pod informer of ns, or
+// with enable_user_namespaces on the one informer of all namespaces (the
+// Manager's), so that a hub watches pods once, however many users it has.
 func (s *Spawner) podsHandle(ctx context.Context, ns string) (*reflector.Pods, error) {
+	if s.b.cfg.EnableUserNamespaces {
+		ns = metav1.NamespaceAll
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

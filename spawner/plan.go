@@ -1,13 +1,20 @@
 package spawner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
@@ -31,6 +38,14 @@ type StartOptions struct {
 	SSL *SSL
 	// UserID is the hub's id of the user, recorded in State.
 	UserID int64
+	// HubNamespace is the namespace the hub runs in, the default of
+	// namespace and the source of {hubnamespace}. Default: the in-cluster
+	// service account's namespace, else "default" (as KubeSpawner).
+	HubNamespace string
+	// HubVersion, when set, is written as the
+	// hub.jupyter.org/jupyterhub-version annotation, as KubeSpawner does
+	// with JupyterHub's version.
+	HubVersion string
 	// OnProgress, when set, is called with every progress event of this
 	// operation, in order, from the operation's goroutine, before the
 	// operation returns; the last call has Ready or Failed set. It must
@@ -45,6 +60,13 @@ type Objects struct {
 	// Config is the effective configuration: the base one with the
 	// profile and options chosen by the user options applied.
 	Config Config
+	// Names are the server's names from the configuration's templates.
+	Names naming.Names
+	// Env is the server's environment in KubeSpawner's get_env order:
+	// the hub's Env, environment, JUPYTER_IMAGE_SPEC and JUPYTER_IMAGE,
+	// then the expanded environment (a variable set again keeps its
+	// place). The pod's container has it in dependency order.
+	Env []EnvEntry
 	// State is what the pod records (StateAnnotation): names, port,
 	// scheme and host.
 	State State
@@ -67,8 +89,12 @@ type Objects struct {
 // Plan calls cfg.ProfileListFunc, if set, with ctx.
 func Plan(ctx context.Context, server naming.Server, cfg Config, opts StartOptions) (*Objects, error) {
 	cfg = cfg.withDefaults()
+	hubNS := opts.HubNamespace
+	if hubNS == "" {
+		hubNS = detectNamespace()
+	}
 	if cfg.Namespace == "" {
-		cfg.Namespace = detectNamespace()
+		cfg.Namespace = hubNS
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -77,6 +103,7 @@ func Plan(ctx context.Context, server naming.Server, cfg Config, opts StartOptio
 	if err != nil {
 		return nil, err
 	}
+	nopts.HubNamespace, nopts.Namespace = hubNS, cfg.Namespace
 	namer, err := naming.New(nopts)
 	if err != nil {
 		return nil, fmt.Errorf("spawner: %w", err)
@@ -100,11 +127,21 @@ func (s *Spawner) Plan(ctx context.Context, opts StartOptions) (*Objects, error)
 // templated options), st the names in use (a loaded State wins over
 // today's templates), and startID marks what this start creates.
 func plan(ctx context.Context, server naming.Server, base *Config, names naming.Names, st State, opts StartOptions, startID string) (*Objects, error) {
-	cfg, err := base.Resolve(ctx, opts.UserOptions)
+	initCfg, err := atInit(base, names.Fields)
+	if err != nil {
+		return nil, fmt.Errorf("spawner: server %q of user %q: %w", server.Servername, server.Username, err)
+	}
+	cfg, err := initCfg.Resolve(ctx, opts.UserOptions)
 	if err != nil {
 		return nil, err
 	}
 	if len(base.ProfileList) > 0 || base.ProfileListFunc != nil {
+		if cfg.Port == 0 {
+			// KubeSpawner turns port 0 into 8888 at init only: a
+			// profile's 0 reaches the pod as containerPort 0.
+			return nil, &ConfigError{Errs: field.ErrorList{field.Invalid(field.NewPath("port"), 0,
+				fmt.Sprintf("the profile chosen by user options %v sets port 0, which KubeSpawner sends as containerPort 0 and the API server rejects; set a port from 1 to 65535", opts.UserOptions))}}
+		}
 		// Resolve rebuilt cfg from the options' JSON: restore what only
 		// Go can carry, and the defaults.
 		cfg.UIDFunc, cfg.GIDFunc, cfg.FSGIDFunc, cfg.SupplementalGIDsFunc = base.UIDFunc, base.GIDFunc, base.FSGIDFunc, base.SupplementalGIDsFunc
@@ -114,6 +151,12 @@ func plan(ctx context.Context, server naming.Server, base *Config, names naming.
 		cfg = cfg.withDefaults()
 		if err := cfg.validate(); err != nil {
 			return nil, fmt.Errorf("spawner: with user options %v: %w", opts.UserOptions, err)
+		}
+		if cfg.Namespace != base.Namespace {
+			// A profile's namespace: KubeSpawner creates the objects
+			// there, with the names (DNS name included) it computed at
+			// init.
+			st.Namespace, names.Namespace = cfg.Namespace, cfg.Namespace
 		}
 	}
 	syntax := naming.KubeSpawner
@@ -138,27 +181,34 @@ func plan(ctx context.Context, server naming.Server, base *Config, names naming.
 	if cfg.StoragePVCEnsure && st.PVCName == "" {
 		st.PVCName = names.PVC
 	}
-	o := &Objects{Config: cfg, State: st}
+	o := &Objects{Config: cfg, State: st, Names: names}
 
-	common := objectLabels(&cfg, server, naming.CommonLabels(server, nil, cfg.CommonLabels))
-	owned := ownerAnnotations(server, nil)
+	// Labels and annotations per object, as KubeSpawner 7.1 makes them,
+	// plus spawnkit's managed-by label (orphan finds objects by it) and
+	// the raw names, which no configured annotation can replace.
+	common := withManagedBy(naming.CommonLabels(server, r.extraLabels, cfg.CommonLabels))
+	owned := ownerAnnotations(server, commonAnnotations(opts, r.extraAnnotations))
 	if cfg.EnableUserNamespaces {
-		if o.Namespace, err = manifest.Namespace(manifest.NamespaceSpec{Name: st.Namespace, Labels: common, Annotations: owned}); err != nil {
-			return nil, err
+		nsAnn := ownerAnnotations(server, r.nsAnnotations)
+		if o.Namespace, err = manifest.Namespace(manifest.NamespaceSpec{Name: st.Namespace, Labels: withManagedBy(r.nsLabels), Annotations: nsAnn}); err != nil {
+			return nil, fmt.Errorf("spawner: user namespace: %w", err)
 		}
 	}
 	if cfg.StoragePVCEnsure {
-		ann := ownerAnnotations(server, cfg.StorageExtraAnnotations)
+		ann := ownerAnnotations(server, commonAnnotations(opts, r.storageAnnotations))
 		if startID != "" {
 			ann[StartIDAnnotation] = startID
 		}
+		labels := withManagedBy(naming.CommonLabels(server, r.storageLabels, cfg.CommonLabels))
+		labels[naming.LabelAppComponent] = cfg.ComponentLabel
+		labels[naming.LabelComponent] = StorageComponent
 		o.PVC, err = manifest.PVC(manifest.PVCSpec{
 			Name:         st.PVCName,
 			StorageClass: cfg.StorageClass,
-			Selector:     cfg.StorageSelector,
+			Selector:     r.storageSelector,
 			AccessModes:  cfg.StorageAccessModes,
 			Storage:      cfg.StorageCapacity,
-			Labels:       objectLabels(&cfg, server, naming.CommonLabels(server, cfg.StorageExtraLabels, cfg.CommonLabels)),
+			Labels:       labels,
 			Annotations:  ann,
 		})
 		if err != nil {
@@ -166,7 +216,7 @@ func plan(ctx context.Context, server naming.Server, base *Config, names naming.
 		}
 		o.PVC.Namespace = st.Namespace
 	}
-	if o.Pod, err = buildPod(&cfg, server, r, st, opts); err != nil {
+	if o.Pod, o.Env, err = buildPod(&cfg, server, r, st, opts); err != nil {
 		return nil, err
 	}
 	if opts.SSL != nil {
@@ -191,13 +241,56 @@ func plan(ctx context.Context, server naming.Server, base *Config, names naming.
 	return o, nil
 }
 
-// rendered are a start's templated options, expanded for its server.
+// atInit is base as KubeSpawner's __init__ leaves it, before any
+// profile applies: port 0 is 8888 and working_dir is expanded. A
+// profile's port or working_dir, applied later, is used as it is, and
+// its name templates and namespace come too late to change the names.
+func atInit(base *Config, fields naming.Fields) (*Config, error) {
+	c := *base
+	if c.Port == 0 {
+		c.Port = 8888
+	}
+	if c.source != nil {
+		c.source = maps.Clone(c.source)
+		c.source["port"] = c.Port
+	}
+	if c.Pod.WorkingDir != "" {
+		syntax := naming.KubeSpawner
+		if c.TemplateSyntax == "go" {
+			syntax = naming.Go
+		}
+		wd, err := expandString(c.Pod.WorkingDir, fields, syntax)
+		if err != nil {
+			return nil, fmt.Errorf("working_dir: %w", err)
+		}
+		c.Pod.WorkingDir = wd
+		for _, k := range []string{"working_dir", "singleuser_working_dir"} {
+			if _, ok := c.source[k]; ok {
+				c.source[k] = wd
+			}
+		}
+	}
+	return &c, nil
+}
+
+// StorageComponent is the component label of claims, as KubeSpawner's.
+const StorageComponent = "singleuser-storage"
+
+// rendered are a start's templated options, expanded for its server:
+// exactly the options KubeSpawner 7.1 expands.
 type rendered struct {
-	extraLabels, extraAnnotations, environment map[string]string
-	volumes                                    []corev1.Volume
-	mounts                                     []corev1.VolumeMount
-	connectHost                                string // pod_connect_ip, when set
-	secretName                                 string // the internal-SSL secret
+	extraLabels, extraAnnotations     map[string]string
+	storageLabels, storageAnnotations map[string]string
+	nsLabels, nsAnnotations           map[string]string
+	environment                       []EnvEntry // expanded; non-string values as loaded
+	storageSelector                   *metav1.LabelSelector
+	volumes                           []corev1.Volume
+	mounts                            []corev1.VolumeMount
+	initContainers, extraContainers   []corev1.Container
+	extraPodConfig                    manifest.Overrides
+	serviceAccount                    string
+	connectHost                       string // pod_connect_ip, when set
+	secretName                        string // the internal-SSL secret
 }
 
 func render(cfg *Config, fields naming.Fields, syntax naming.Syntax) (*rendered, error) {
@@ -210,32 +303,222 @@ func render(cfg *Config, fields naming.Fields, syntax naming.Syntax) (*rendered,
 	}{
 		{"extra_labels", cfg.ExtraLabels, &r.extraLabels},
 		{"extra_annotations", cfg.ExtraAnnotations, &r.extraAnnotations},
-		{"environment", cfg.Environment, &r.environment},
+		{"storage_extra_labels", cfg.StorageExtraLabels, &r.storageLabels},
+		{"storage_extra_annotations", cfg.StorageExtraAnnotations, &r.storageAnnotations},
+		{"user_namespace_labels", cfg.UserNamespaceLabels, &r.nsLabels},
+		{"user_namespace_annotations", cfg.UserNamespaceAnnotations, &r.nsAnnotations},
 	} {
 		if *m.target, err = expandMap(m.in, fields, syntax); err != nil {
 			return nil, fmt.Errorf("%s: %w", m.key, err)
 		}
 	}
-	r.volumes, r.mounts = cfg.Pod.Volumes, cfg.Pod.VolumeMounts
-	if err := expandTyped(&r.volumes, fields, syntax); err != nil {
-		return nil, fmt.Errorf("volumes: %w", err)
+	for _, e := range cfg.environmentEntries() {
+		v := e.Value
+		switch v.(type) {
+		case string, []any, map[string]any:
+			pv, err := naming.ParseValue(v, syntax)
+			if err != nil {
+				return nil, fmt.Errorf("environment: %s: %w", e.Name, err)
+			}
+			if v, err = pv.Expand(fields); err != nil {
+				return nil, fmt.Errorf("environment: %s: %w", e.Name, err)
+			}
+		}
+		r.environment = append(r.environment, EnvEntry{Name: e.Name, Value: v})
 	}
-	if err := expandTyped(&r.mounts, fields, syntax); err != nil {
-		return nil, fmt.Errorf("volume_mounts: %w", err)
+	if cfg.StorageSelector != nil {
+		r.storageSelector = cfg.StorageSelector.DeepCopy()
+		if err := expandTyped(r.storageSelector, fields, syntax); err != nil {
+			return nil, fmt.Errorf("storage_selector: %w", err)
+		}
+		if len(r.storageSelector.MatchLabels) == 0 && len(r.storageSelector.MatchExpressions) == 0 {
+			// KubeSpawner leaves an empty selector out: `selector: {}`
+			// would stop dynamic provisioning.
+			r.storageSelector = nil
+		}
+	}
+	r.volumes, r.mounts = cfg.Pod.Volumes, cfg.Pod.VolumeMounts
+	r.initContainers, r.extraContainers = cfg.Pod.InitContainers, cfg.Pod.ExtraContainers
+	for _, t := range []struct {
+		key    string
+		target any
+	}{
+		{"volumes", &r.volumes}, {"volume_mounts", &r.mounts},
+		{"init_containers", &r.initContainers}, {"extra_containers", &r.extraContainers},
+	} {
+		if err := expandTyped(t.target, fields, syntax); err != nil {
+			return nil, fmt.Errorf("%s: %w", t.key, err)
+		}
+	}
+	if len(cfg.Pod.ExtraPodConfig) > 0 {
+		r.extraPodConfig = cfg.Pod.ExtraPodConfig
+		if err := expandTyped(&r.extraPodConfig, fields, syntax); err != nil {
+			return nil, fmt.Errorf("extra_pod_config: %w", err)
+		}
+	}
+	if cfg.Pod.ServiceAccount != "" {
+		if r.serviceAccount, err = expandString(cfg.Pod.ServiceAccount, fields, syntax); err != nil {
+			return nil, fmt.Errorf("service_account: %w", err)
+		}
+	}
+	if errs := checkRendered(cfg, r); len(errs) > 0 {
+		return nil, &ConfigError{Errs: errs}
 	}
 	if cfg.PodConnectIP != "" {
-		t, err := naming.Parse(cfg.PodConnectIP, syntax)
-		if err != nil {
-			return nil, fmt.Errorf("pod_connect_ip: %w", err)
+		// KubeSpawner expands each '.'-separated part holding a '{' on
+		// its own.
+		parts := strings.Split(cfg.PodConnectIP, ".")
+		for i, p := range parts {
+			if syntax == naming.KubeSpawner && !strings.Contains(p, "{") {
+				continue
+			}
+			if syntax != naming.KubeSpawner {
+				break
+			}
+			if parts[i], err = expandString(p, fields, syntax); err != nil {
+				return nil, fmt.Errorf("pod_connect_ip: %w", err)
+			}
 		}
-		if r.connectHost, err = t.Execute(fields); err != nil {
-			return nil, fmt.Errorf("pod_connect_ip: %w", err)
+		r.connectHost = strings.Join(parts, ".")
+		if syntax != naming.KubeSpawner {
+			if r.connectHost, err = expandString(cfg.PodConnectIP, fields, syntax); err != nil {
+				return nil, fmt.Errorf("pod_connect_ip: %w", err)
+			}
 		}
 	}
 	return r, nil
 }
 
-func buildPod(cfg *Config, server naming.Server, r *rendered, st State, opts StartOptions) (*corev1.Pod, error) {
+// checkRendered checks the rendered labels, annotations and service
+// account the way the API server will, by option: a template is only
+// known to be valid once it is rendered for a server.
+func checkRendered(cfg *Config, r *rendered) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, metav1validation.ValidateLabels(r.extraLabels, field.NewPath("extra_labels"))...)
+	errs = append(errs, apivalidation.ValidateAnnotations(r.extraAnnotations, field.NewPath("extra_annotations"))...)
+	if cfg.StoragePVCEnsure {
+		errs = append(errs, metav1validation.ValidateLabels(r.storageLabels, field.NewPath("storage_extra_labels"))...)
+		errs = append(errs, apivalidation.ValidateAnnotations(r.storageAnnotations, field.NewPath("storage_extra_annotations"))...)
+	}
+	if cfg.EnableUserNamespaces {
+		errs = append(errs, metav1validation.ValidateLabels(r.nsLabels, field.NewPath("user_namespace_labels"))...)
+		errs = append(errs, apivalidation.ValidateAnnotations(r.nsAnnotations, field.NewPath("user_namespace_annotations"))...)
+	}
+	if cfg.StoragePVCEnsure && r.storageSelector != nil {
+		errs = append(errs, metav1validation.ValidateLabelSelector(r.storageSelector, metav1validation.LabelSelectorValidationOptions{}, field.NewPath("storage_selector"))...)
+	}
+	if r.serviceAccount != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(r.serviceAccount) {
+			errs = append(errs, field.Invalid(field.NewPath("service_account"), r.serviceAccount, msg))
+		}
+	}
+	return errs
+}
+
+// literalValues is m with its templated values emptied: the keys of
+// templated labels and annotations are not templates (KubeSpawner
+// expands values only), and a value without a field renders as itself,
+// so both can be checked before any server exists.
+func literalValues(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if !isTemplate(v) {
+			out[k] = v
+		} else {
+			out[k] = ""
+		}
+	}
+	return out
+}
+
+// isTemplate reports whether s holds a template field in either syntax,
+// so it can only be checked once rendered.
+func isTemplate(s string) bool { return strings.Contains(s, "{") }
+
+func expandString(s string, fields naming.Fields, syntax naming.Syntax) (string, error) {
+	v, err := naming.ParseValue(s, syntax)
+	if err != nil {
+		return "", err
+	}
+	out, err := v.Expand(fields)
+	if err != nil {
+		return "", err
+	}
+	return out.(string), nil
+}
+
+// environmentEntries is `environment` in order: as loaded, or sorted by
+// name for a Config built in Go.
+func (c *Config) environmentEntries() []EnvEntry {
+	if c.environment != nil {
+		return c.environment
+	}
+	out := make([]EnvEntry, 0, len(c.Environment))
+	for _, k := range slices.Sorted(maps.Keys(c.Environment)) {
+		out = append(out, EnvEntry{Name: k, Value: c.Environment[k]})
+	}
+	return out
+}
+
+// serverEnv is KubeSpawner's get_env: the hub's env; the raw
+// environment (JupyterHub's base class); JUPYTER_IMAGE_SPEC and
+// JUPYTER_IMAGE; then the expanded environment. A variable set again
+// keeps its place, as in a Python dict.
+func serverEnv(cfg *Config, r *rendered, opts StartOptions) envDict {
+	var d envDict
+	for _, e := range opts.Env {
+		if e.ValueFrom != nil {
+			var m map[string]any
+			b, _ := json.Marshal(e)
+			_ = json.Unmarshal(b, &m)
+			delete(m, "name")
+			d.set(e.Name, m)
+			continue
+		}
+		d.set(e.Name, e.Value)
+	}
+	for _, e := range cfg.environmentEntries() {
+		d.set(e.Name, e.Value)
+	}
+	d.set("JUPYTER_IMAGE_SPEC", cfg.Pod.Image)
+	d.set("JUPYTER_IMAGE", cfg.Pod.Image)
+	for _, e := range r.environment {
+		d.set(e.Name, e.Value)
+	}
+	return d
+}
+
+// envVars turns get_env's dict into the container's variables.
+func envVars(d envDict) ([]corev1.EnvVar, error) {
+	out := make([]corev1.EnvVar, 0, len(d))
+	var bad []string
+	for _, e := range d {
+		switch v := e.Value.(type) {
+		case string:
+			out = append(out, corev1.EnvVar{Name: e.Name, Value: v})
+		case nil:
+			out = append(out, corev1.EnvVar{Name: e.Name})
+		case map[string]any:
+			b, _ := json.Marshal(v)
+			var ev corev1.EnvVar
+			dec := json.NewDecoder(bytes.NewReader(b))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&ev); err != nil {
+				return nil, fmt.Errorf("spawner: environment: %s: %w", e.Name, err)
+			}
+			ev.Name = e.Name
+			out = append(out, ev)
+		default:
+			bad = append(bad, fmt.Sprintf("%s: value %v is not a string; quote it (Kubernetes env values are strings)", e.Name, v))
+		}
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("spawner: environment: %s", strings.Join(bad, "; "))
+	}
+	return out, nil
+}
+
+func buildPod(cfg *Config, server naming.Server, r *rendered, st State, opts StartOptions) (*corev1.Pod, []EnvEntry, error) {
 	spec := cfg.Pod
 	spec.Name = st.PodName
 	for _, f := range []struct {
@@ -250,59 +533,80 @@ func buildPod(cfg *Config, server naming.Server, r *rendered, st State, opts Sta
 		spec.SupplementalGIDs = cfg.SupplementalGIDsFunc(server)
 	}
 	spec.Port = cfg.Port
-	cmd := cfg.Cmd
+	cmd, args := cfg.Cmd, cfg.Args
 	if opts.Cmd != nil {
 		cmd = opts.Cmd
 	}
-	spec.Cmd = append(slices.Clone(cmd), opts.Args...)
-	if len(spec.Cmd) == 0 {
+	if opts.Args != nil {
+		args = opts.Args
+	}
+	if len(cmd) > 0 {
+		// JupyterHub's cmd + get_args(); without a cmd the image's
+		// command runs and the args are dropped, as in KubeSpawner.
+		spec.Cmd = append(slices.Clone(cmd), args...)
+	} else {
 		spec.Cmd = nil
 	}
-	spec.Labels = objectLabels(cfg, server, naming.PodLabels(server, cfg.ComponentLabel, r.extraLabels, cfg.CommonLabels))
-	ann := ownerAnnotations(server, r.extraAnnotations)
+	spec.Labels = withManagedBy(naming.PodLabels(server, cfg.ComponentLabel, r.extraLabels, cfg.CommonLabels))
+	ann := ownerAnnotations(server, commonAnnotations(opts, r.extraAnnotations))
 	if st.StartID != "" {
 		ann[StartIDAnnotation] = st.StartID
 	}
 	stateJSON, err := json.Marshal(st)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ann[StateAnnotation] = string(stateJSON)
 	spec.Annotations = ann
-	env := make([]corev1.EnvVar, 0, len(r.environment)+len(spec.Env)+len(opts.Env))
-	env = append(env, spec.Env...)
-	for _, k := range slices.Sorted(maps.Keys(r.environment)) {
-		env = append(env, corev1.EnvVar{Name: k, Value: r.environment[k]})
+	d := serverEnv(cfg, r, opts)
+	if spec.Env, err = envVars(d); err != nil {
+		return nil, nil, err
 	}
-	spec.Env = append(env, opts.Env...)
 	if opts.SSL != nil {
 		spec.SSLSecretName, spec.SSLSecretMountPath = r.secretName, cfg.SecretMountPath
 	}
 	// manifest.Pod copies what it is given, so the rendered values are
 	// never changed by a build.
 	spec.Volumes, spec.VolumeMounts = r.volumes, r.mounts
+	spec.InitContainers, spec.ExtraContainers = r.initContainers, r.extraContainers
+	if r.extraPodConfig != nil {
+		spec.ExtraPodConfig = r.extraPodConfig
+	}
+	spec.ServiceAccount = r.serviceAccount
 	pod, err := manifest.Pod(spec)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pod.Namespace = st.Namespace
-	return pod, nil
+	return pod, []EnvEntry(d), nil
 }
 
-// objectLabels adds what every object spawnkit creates carries: the
-// managed-by and component labels and the server name label (the user
-// name label comes with CommonLabels). orphan finds objects by them; the
-// raw names are in the annotations.
-func objectLabels(cfg *Config, server naming.Server, l map[string]string) map[string]string {
+// withManagedBy adds spawnkit's managed-by label, by which orphan finds
+// what spawnkit created.
+func withManagedBy(l map[string]string) map[string]string {
 	out := maps.Clone(l)
 	if out == nil {
 		out = map[string]string{}
 	}
 	out[naming.LabelManagedBy] = naming.ManagedBySpawnkit
-	out[naming.LabelComponent] = cfg.ComponentLabel
-	out[naming.LabelServername] = naming.SafeLabel(server.Servername)
 	return out
 }
+
+// commonAnnotations are KubeSpawner's _build_common_annotations without
+// the names (ownerAnnotations adds them): the hub's version when given,
+// then the configured extra annotations.
+func commonAnnotations(opts StartOptions, extra map[string]string) map[string]string {
+	a := map[string]string{}
+	if opts.HubVersion != "" {
+		a[AnnotationJupyterHubVersion] = opts.HubVersion
+	}
+	maps.Copy(a, extra)
+	return a
+}
+
+// AnnotationJupyterHubVersion records the hub's version
+// (StartOptions.HubVersion), as KubeSpawner does.
+const AnnotationJupyterHubVersion = "hub.jupyter.org/jupyterhub-version"
 
 // ownerAnnotations are extra annotations plus the raw user and server
 // names, written last so that no configured annotation can forge them:

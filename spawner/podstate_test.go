@@ -143,7 +143,6 @@ func TestDeleteGracePeriodZeroMeansZero(t *testing.T) {
 func TestPlanRejectsWhatCanOnlyFailLater(t *testing.T) {
 	for key, mutate := range map[string]func(*Config){
 		"port":                    func(c *Config) { c.Port = 70000 },
-		"image":                   func(c *Config) { c.Pod.Image = "" },
 		"start_timeout":           func(c *Config) { c.StartTimeout = -1 },
 		"k8s_api_request_timeout": func(c *Config) { c.K8sAPIRequestTimeout = -3 },
 		"extra_labels":            func(c *Config) { c.ExtraLabels = map[string]string{"bad key!": "x"} },

@@ -50,6 +50,27 @@ type UnlistedChoice struct {
 	ValidationRegex      string         `json:"validation_regex,omitempty"`
 	ValidationMessage    string         `json:"validation_message,omitempty"`
 	KubeSpawnerOverride  map[string]any `json:"kubespawner_override,omitempty"`
+	// re is ValidationRegex compiled when the configuration is loaded.
+	re *regexp.Regexp
+}
+
+// UnmarshalJSON decodes strictly and compiles validation_regex once, so a
+// bad pattern fails LoadConfig instead of a start.
+func (u *UnlistedChoice) UnmarshalJSON(data []byte) error {
+	type plain UnlistedChoice
+	var p plain
+	if err := strictJSON(data, &p); err != nil {
+		return err
+	}
+	*u = UnlistedChoice(p)
+	if u.ValidationRegex != "" {
+		re, err := compileMatch(u.ValidationRegex)
+		if err != nil {
+			return fmt.Errorf("validation_regex: %w", err)
+		}
+		u.re = re
+	}
+	return nil
 }
 
 // OrderedOptions keeps profile_options in their configured order.
@@ -157,9 +178,19 @@ type ProfileError struct {
 	// apply.
 	Profile, Option, Choice string
 	Msg                     string
+	// Err is the cause, when the choices made the options unloadable
+	// (a malformed quantity, a value of the wrong type).
+	Err error
 }
 
-func (e *ProfileError) Error() string { return "spawner: " + e.Msg }
+func (e *ProfileError) Error() string {
+	if e.Err != nil {
+		return "spawner: " + e.Msg + ": " + e.Err.Error()
+	}
+	return "spawner: " + e.Msg
+}
+
+func (e *ProfileError) Unwrap() error { return e.Err }
 
 // Resolve returns the effective configuration for a server's user options
 // (profile, <option>, <option>--unlisted-choice), as KubeSpawner's
@@ -192,6 +223,9 @@ func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Con
 	}
 	merged := deepCopyMap(c.source)
 	applyOverrides(merged, profile.KubeSpawnerOverride)
+	// escapedFor are the template syntaxes unlisted values were escaped
+	// for; the final one must match, or a value could run as a template.
+	var escapedFor []string
 	for _, opt := range profile.ProfileOptions {
 		unlisted := userOptions[opt.Name+"--unlisted-choice"]
 		choice := userOptions[opt.Name]
@@ -202,11 +236,18 @@ func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Con
 			if u == nil || !u.Enabled {
 				return Config{}, &ProfileError{Profile: profile.Slug, Option: opt.Name, Choice: unlisted, Msg: fmt.Sprintf("received an unlisted choice for %s, which does not allow one", opt.Name)}
 			}
+			if err := checkUserValue(unlisted); err != nil {
+				return Config{}, &ProfileError{Profile: profile.Slug, Option: opt.Name, Choice: unlisted, Msg: fmt.Sprintf("unlisted choice for %s rejected: %v", opt.Name, err)}
+			}
 			if u.ValidationRegex != "" {
-				// Python's re.match: anchored at the start only.
-				re, err := regexp.Compile(`^(?:` + u.ValidationRegex + `)`)
-				if err != nil {
-					return Config{}, fmt.Errorf("spawner: profile option %s: validation_regex: %w", opt.Name, err)
+				re := u.re
+				if re == nil {
+					// A profile list built in Go (ProfileListFunc) was
+					// never loaded: compile it now.
+					var err error
+					if re, err = compileMatch(u.ValidationRegex); err != nil {
+						return Config{}, fmt.Errorf("spawner: profile option %s: validation_regex: %w", opt.Name, err)
+					}
 				}
 				if !re.MatchString(unlisted) {
 					msg := u.ValidationMessage
@@ -216,7 +257,8 @@ func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Con
 					return Config{}, &ProfileError{Profile: profile.Slug, Option: opt.Name, Choice: unlisted, Msg: fmt.Sprintf("unlisted choice %q for %s rejected: %s", unlisted, opt.Name, msg)}
 				}
 			}
-			overrides = formatValue(u.KubeSpawnerOverride, unlisted).(map[string]any)
+			overrides = substituteUnlisted(u.KubeSpawnerOverride, unlisted, templateSyntax(merged))
+			escapedFor = append(escapedFor, templateSyntax(merged))
 		case choice != "":
 			i := indexChoice(opt.Choices, choice)
 			if i < 0 {
@@ -236,15 +278,31 @@ func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Con
 		}
 		applyOverrides(merged, overrides)
 	}
+	for _, syn := range escapedFor {
+		if syn != templateSyntax(merged) {
+			return Config{}, &ProfileError{Profile: profile.Slug, Msg: "template_syntax changes after an unlisted choice was substituted; set template_syntax in the profile, not in an option's choice"}
+		}
+	}
 	data, err := json.Marshal(merged)
 	if err != nil {
 		return Config{}, err
 	}
 	out, err := LoadConfig(data)
 	if err != nil {
-		return Config{}, fmt.Errorf("spawner: profile %q: %w", profile.Slug, err)
+		// The base options loaded: the profile and the choices made
+		// them unloadable.
+		return Config{}, &ProfileError{Profile: profile.Slug, Msg: fmt.Sprintf("profile %q with user options %v", profile.Slug, sortedOptions(userOptions)), Err: err}
 	}
 	out.ProfileListFunc = c.ProfileListFunc
+	// The user's choices must not make the configuration invalid: check
+	// it now, before anything uses it.
+	check := out.withDefaults()
+	if check.Namespace == "" {
+		check.Namespace = c.Namespace
+	}
+	if err := check.validate(); err != nil {
+		return Config{}, fmt.Errorf("spawner: profile %q with user options: %w", profile.Slug, err)
+	}
 	return out, nil
 }
 

@@ -71,12 +71,12 @@ func TestProfiles(t *testing.T) {
 		mem     string
 		env     map[string]string // "" value: must be absent
 	}{
-		{"default profile and default choices", nil, "torch:2", "4", "8G",
+		{"default profile and default choices", nil, "torch:2", "4", "8589934592",
 			map[string]string{"KEEP": "yes", "GPU": "1", "DROP": ""}},
-		{"chosen option", map[string]string{"profile": "data-science-gpu", "image": "tf", "size": "s"}, "tf:2", "4", "2G", nil},
+		{"chosen option", map[string]string{"profile": "data-science-gpu", "image": "tf", "size": "s"}, "tf:2", "4", "2147483648", nil},
 		{"unlisted choice", map[string]string{"profile": "data-science-gpu", "image--unlisted-choice": "quay.io/jupyter/r-notebook:2024"},
-			"quay.io/jupyter/r-notebook:2024", "4", "8G", nil},
-		{"other profile", map[string]string{"profile": "small"}, "base:1", "1", "1G",
+			"quay.io/jupyter/r-notebook:2024", "4", "8589934592", nil},
+		{"other profile", map[string]string{"profile": "small"}, "base:1", "1", "1073741824",
 			map[string]string{"KEEP": "yes", "DROP": "soon", "GPU": ""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

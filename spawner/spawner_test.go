@@ -416,7 +416,7 @@ tolerations:
 		t.Fatal(err)
 	}
 	if cfg.Pod.Image != "quay.io/jupyter/scipy-notebook:2024-01-01" || cfg.Pod.CPULimit.String() != "2" ||
-		cfg.Pod.MemGuarantee.String() != "1G" || cfg.PodNameTemplate != "lab-{username}" || !cfg.EnableUserNamespaces ||
+		cfg.Pod.MemGuarantee.Value() != 1<<30 || cfg.PodNameTemplate != "lab-{username}" || !cfg.EnableUserNamespaces ||
 		!cfg.StoragePVCEnsure || cfg.StorageCapacity.String() != "10Gi" || cfg.StartTimeout != 120 ||
 		cfg.Environment["FOO"] != "bar" || len(cfg.Pod.Tolerations) != 1 || cfg.ExtraLabels["team"] != "{username}" {
 		t.Errorf("config = %+v", cfg)

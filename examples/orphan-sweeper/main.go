@@ -8,6 +8,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,12 +39,18 @@ func main() {
 	}
 }
 
-// knownServer is one entry of the --known file.
+// knownServer is one entry of the --known file; user and running are
+// required (a missing "running" would read as stopped, and a stopped
+// server's pod is deleted).
 type knownServer struct {
-	User    string `json:"user"`
-	Server  string `json:"server"`
-	Running bool   `json:"running"`
+	User    *string `json:"user"`
+	Server  string  `json:"server"`
+	Running *bool   `json:"running"`
 }
+
+// defaultMaxDelete is --max-delete's default: a routine sweep deletes a
+// few objects; more asks for a deliberate, larger limit.
+const defaultMaxDelete = 20
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	flags := flag.NewFlagSet("orphan-sweeper", flag.ContinueOnError)
@@ -51,15 +58,37 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	knownFile := flags.String("known", "", `JSON file of the hub's servers: [{"user": "alice", "server": "", "running": true}, ...]`)
 	hubURL := flags.String("hub-url", "", "JupyterHub base URL; the token comes from $JUPYTERHUB_API_TOKEN")
 	namespaces := flags.String("namespaces", "", "comma-separated namespaces (default: all)")
-	kinds := flags.String("kinds", "", "comma-separated kinds to delete (default: Pod,Secret,Service)")
-	minAge := flags.Duration("min-age", orphan.DefaultMinAge, "delete nothing younger")
+	kinds := flags.String("kinds", "", "comma-separated kinds to delete: Pod, PersistentVolumeClaim, Secret, Service, Namespace (default: Pod,Secret,Service)")
+	minAge := flags.Duration("min-age", orphan.DefaultMinAge, "delete nothing younger (0: any age)")
 	apply := flags.Bool("apply", false, "delete the orphans (default: only list them)")
+	maxDelete := flags.Int("max-delete", defaultMaxDelete, "with --apply, delete nothing if more than this many objects would be deleted")
+	allowEmpty := flags.Bool("allow-empty-known", false, "allow a hub that knows no servers at all (every object is then an orphan)")
 	asJSON := flags.Bool("json", false, "print JSON instead of a table")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
+	if flags.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (flags take the form --name=value)", flags.Args())
+	}
 	if (*knownFile == "") == (*hubURL == "") {
 		return errors.New("give exactly one of --known and --hub-url")
+	}
+	if *minAge < 0 {
+		return fmt.Errorf("--min-age %s is negative; 0 means any age", *minAge)
+	}
+	if *maxDelete < 0 {
+		return fmt.Errorf("--max-delete %d is negative", *maxDelete)
+	}
+	var cleanupKinds []orphan.Kind
+	for _, k := range split(*kinds) {
+		kind, err := orphan.ParseKind(k)
+		if err != nil {
+			return fmt.Errorf("--kinds: %w", err)
+		}
+		cleanupKinds = append(cleanupKinds, kind)
+	}
+	if *kinds != "" && len(cleanupKinds) == 0 {
+		return fmt.Errorf("--kinds %q names no kind", *kinds)
 	}
 	var known *orphan.Known
 	var err error
@@ -70,6 +99,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if err != nil {
 		return err
+	}
+	if known.Len() == 0 && !*allowEmpty {
+		return errors.New("the hub knows no servers at all, which would make every object an orphan; " +
+			"if that is really so, pass --allow-empty-known")
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = *kubeconfig
@@ -85,16 +118,35 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cleanup := orphan.CleanupOptions{Client: client, DryRun: !*apply, MinAge: *minAge}
+	cleanup := orphan.CleanupOptions{Client: client, DryRun: true, MinAge: *minAge, Kinds: cleanupKinds}
 	if *minAge == 0 {
 		cleanup.MinAge = orphan.NoMinAge
 	}
-	for _, k := range split(*kinds) {
-		cleanup.Kinds = append(cleanup.Kinds, orphan.Kind(k))
-	}
+	// A dry run first: it decides what --apply would delete.
 	report, err := orphan.Cleanup(ctx, orphans, cleanup)
 	if err != nil {
 		return err
+	}
+	if *apply {
+		var doomed []orphan.Orphan
+		var kept []orphan.Skipped
+		for _, s := range report.Skipped {
+			if s.Reason == "dry run" {
+				doomed = append(doomed, s.Orphan)
+			} else {
+				kept = append(kept, s)
+			}
+		}
+		if len(doomed) > *maxDelete {
+			printPlan(errOut(out, *asJSON), doomed)
+			return fmt.Errorf("%d objects would be deleted, more than --max-delete %d: nothing deleted", len(doomed), *maxDelete)
+		}
+		printPlan(errOut(out, *asJSON), doomed)
+		cleanup.DryRun = false
+		if report, err = orphan.Cleanup(ctx, doomed, cleanup); err != nil {
+			return err
+		}
+		report.Skipped = append(report.Skipped, kept...)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(out)
@@ -134,6 +186,34 @@ func printTable(out io.Writer, orphans []orphan.Orphan, report orphan.Report, no
 	fmt.Fprintf(out, "%d orphans: %d deleted, %d kept, %d failed\n", len(orphans), len(report.Deleted), len(report.Skipped), len(report.Failed))
 }
 
+// printPlan says what --apply is about to delete, with the counts by
+// kind, before anything is deleted.
+func printPlan(w io.Writer, doomed []orphan.Orphan) {
+	counts := map[orphan.Kind]int{}
+	for _, o := range doomed {
+		counts[o.Kind]++
+		fmt.Fprintf(w, "will delete %s\n", o)
+	}
+	var parts []string
+	for _, k := range orphan.AllKinds {
+		if counts[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+		}
+	}
+	if len(parts) == 0 {
+		parts = []string{"nothing"}
+	}
+	fmt.Fprintf(w, "will delete %d objects: %s\n", len(doomed), strings.Join(parts, ", "))
+}
+
+// errOut is where the plan goes: stdout, unless stdout carries JSON.
+func errOut(out io.Writer, asJSON bool) io.Writer {
+	if asJSON {
+		return os.Stderr
+	}
+	return out
+}
+
 func split(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
@@ -149,16 +229,49 @@ func knownFromFile(path string) (*orphan.Known, error) {
 	if err != nil {
 		return nil, err
 	}
-	var servers []knownServer
-	if err := json.Unmarshal(data, &servers); err != nil {
-		return nil, fmt.Errorf("%s: want a JSON list of {user, server, running}: %w", path, err)
+	return parseKnown(path, data)
+}
+
+// parseKnown decodes the --known file strictly: a JSON list of objects
+// with "user" and "running" (and "server"); null, an unknown or misspelt
+// key, a duplicate server or trailing data is an error, never a guess.
+func parseKnown(name string, data []byte) (*orphan.Known, error) {
+	const want = `want a JSON list of {"user": ..., "server": ..., "running": true|false}`
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var raw []json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", name, want, err)
 	}
-	known := orphan.NewKnown(len(servers))
-	for _, s := range servers {
-		if s.User == "" {
-			return nil, fmt.Errorf("%s: a server without a user", path)
+	if raw == nil {
+		return nil, fmt.Errorf("%s: %s, not null", name, want)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: trailing data after the list", name)
+	}
+	known := orphan.NewKnown(len(raw))
+	seen := map[orphan.ServerKey]bool{}
+	for i, r := range raw {
+		var s knownServer
+		ed := json.NewDecoder(bytes.NewReader(r))
+		ed.DisallowUnknownFields()
+		if bytes.Equal(bytes.TrimSpace(r), []byte("null")) {
+			return nil, fmt.Errorf("%s: entry %d is null; %s", name, i, want)
 		}
-		known.Add(s.User, s.Server, s.Running)
+		if err := ed.Decode(&s); err != nil {
+			return nil, fmt.Errorf("%s: entry %d: %s: %w", name, i, want, err)
+		}
+		switch {
+		case s.User == nil || *s.User == "":
+			return nil, fmt.Errorf("%s: entry %d has no \"user\"", name, i)
+		case s.Running == nil:
+			return nil, fmt.Errorf("%s: entry %d (%s) has no \"running\" (a server read as stopped loses its pod)", name, i, *s.User)
+		}
+		key := orphan.ServerKey{User: *s.User, Server: s.Server}
+		if seen[key] {
+			return nil, fmt.Errorf("%s: entry %d: server %s is listed twice", name, i, key)
+		}
+		seen[key] = true
+		known.Add(*s.User, s.Server, *s.Running)
 	}
 	return known, nil
 }
@@ -195,14 +308,15 @@ func knownFromHub(ctx context.Context, base, token string) (*orphan.Known, error
 			return nil, fmt.Errorf("the hub answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
 		}
 		var page struct {
-			Items []struct {
+			Items *[]struct {
 				Name    string `json:"name"`
-				Servers map[string]struct {
+				Servers *map[string]*struct {
 					Stopped bool `json:"stopped"`
 				} `json:"servers"`
 			} `json:"items"`
-			Pagination struct {
-				Next *struct {
+			Pagination *struct {
+				Total *int `json:"total"`
+				Next  *struct {
 					Offset int `json:"offset"`
 				} `json:"next"`
 			} `json:"_pagination"`
@@ -210,16 +324,38 @@ func knownFromHub(ctx context.Context, base, token string) (*orphan.Known, error
 		if err := json.Unmarshal(body, &page); err != nil {
 			return nil, fmt.Errorf("reading the hub's user list: %w", err)
 		}
-		for _, user := range page.Items {
-			if len(user.Servers) == 0 {
+		// An answer that is not a page of users is an error, never "no
+		// servers": that would make every object an orphan.
+		if page.Items == nil || page.Pagination == nil {
+			return nil, errors.New("the hub's answer is not a paginated user list (no items or _pagination); is --hub-url the hub's base URL?")
+		}
+		if len(*page.Items) == 0 && page.Pagination.Total != nil && *page.Pagination.Total > offset {
+			return nil, fmt.Errorf("the hub reports %d users but returned none at offset %d", *page.Pagination.Total, offset)
+		}
+		for _, user := range *page.Items {
+			if user.Name == "" {
+				return nil, errors.New("the hub returned a user without a name")
+			}
+			if user.Servers == nil {
+				// Without the read:servers scope the hub leaves servers
+				// out: every server would look unknown.
+				return nil, fmt.Errorf("the hub returned user %q without servers; the token needs the read:servers scope", user.Name)
+			}
+			if len(*user.Servers) == 0 {
 				known.Add(user.Name, "", false) // a known user with no server: keeps their claims
 			}
-			for name, srv := range user.Servers {
+			for name, srv := range *user.Servers {
+				if srv == nil {
+					return nil, fmt.Errorf("the hub returned server %q of user %q as null", name, user.Name)
+				}
 				known.Add(user.Name, name, !srv.Stopped)
 			}
 		}
-		if page.Pagination.Next == nil || len(page.Items) == 0 {
+		if page.Pagination.Next == nil || len(*page.Items) == 0 {
 			return known, nil
+		}
+		if page.Pagination.Next.Offset <= offset {
+			return nil, fmt.Errorf("the hub's pagination does not advance (next offset %d after %d)", page.Pagination.Next.Offset, offset)
 		}
 		offset = page.Pagination.Next.Offset
 	}

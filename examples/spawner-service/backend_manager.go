@@ -129,6 +129,13 @@ func managerError(err error) error {
 	case errors.As(err, &se) && se.Step == spawner.StepPlan:
 		// The options resolved to a configuration that cannot start.
 		return errBadRequest(reasonInvalidUserOptions, err)
+	case spawner.IsInvalidConfig(err):
+		// The user's choices made the configuration invalid.
+		return errBadRequest(reasonInvalidUserOptions, err)
+	case naming.IsInvalidName(err):
+		// A name no object can have (too long under the escape
+		// scheme, NUL, invalid UTF-8).
+		return errBadRequest(reasonBadRequest, err)
 	}
 	return err
 }

@@ -16,6 +16,9 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/spawnkit/spawnkit/naming"
 )
 
 // maxBodyBytes bounds every request body; a larger one is refused (413).
@@ -67,6 +70,10 @@ func newHandler(b backend, opts handlerOptions) http.Handler {
 // handle turns a handler's error into the JSON error answer.
 func (a *api) handle(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkPath(r); err != nil {
+			writeError(w, err)
+			return
+		}
 		if err := h(w, r); err != nil {
 			var ae *apiError
 			if !errors.As(err, &ae) {
@@ -75,6 +82,18 @@ func (a *api) handle(h func(w http.ResponseWriter, r *http.Request) error) http.
 			writeError(w, err)
 		}
 	})
+}
+
+// checkPath refuses user and server names in the path that no hub can
+// have (NUL bytes, invalid UTF-8) before any handler sees them.
+func checkPath(r *http.Request) error {
+	if !strings.Contains(r.Pattern, "{user}") {
+		return nil
+	}
+	if err := naming.ValidateServer(naming.Server{Username: r.PathValue("user"), Servername: r.PathValue("name")}); err != nil {
+		return errBadRequest(reasonBadRequest, err)
+	}
+	return nil
 }
 
 func serverOf(r *http.Request) serverID {
@@ -146,6 +165,10 @@ func envVars(env map[string]string) ([]corev1.EnvVar, error) {
 	for k, v := range env {
 		if k == "" {
 			return nil, errBadRequest(reasonBadRequest, errors.New("env has an empty variable name"))
+		}
+		if msgs := validation.IsEnvVarName(k); len(msgs) > 0 {
+			// The API server would refuse the pod after the claim exists.
+			return nil, errBadRequest(reasonBadRequest, fmt.Errorf("env[%q]: %s", k, strings.Join(msgs, "; ")))
 		}
 		out = append(out, corev1.EnvVar{Name: k, Value: v})
 	}

@@ -1,0 +1,367 @@
+package spawner
+
+import (
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/spawnkit/spawnkit/naming"
+)
+
+// caseInput is a config vector's input, for rules to inspect and mend.
+type caseInput struct {
+	config *ordered
+	c      *configCase
+}
+
+// configRule is a deliberate difference from KubeSpawner, stated over the
+// input (applies) so that any case of its kind is handled, and no other.
+type configRule struct {
+	name, reason string
+	// applies selects the cases; nil means the rule is an output
+	// normalization checked on every case (rewriteOutput reports whether
+	// it changed anything).
+	applies func(in *caseInput) bool
+	// rewriteInput mends the input when spawnkit rejects it.
+	rewriteInput func(t *testing.T, in *caseInput)
+	// wantErr, when set, means spawnkit rejects the case's original input:
+	// the error must name the option.
+	wantErr func(in *caseInput, err error) bool
+	// rewriteOutput turns KubeSpawner's objects into spawnkit's.
+	rewriteOutput func(in *caseInput, got, want *wantObjects) bool
+}
+
+var kubespawnerRules = []configRule{
+	{
+		name:   "spawnkit-identity",
+		reason: "spawnkit labels what it creates managed-by=spawnkit (orphan finds objects by it) and records its own state and version in its annotation, instead of KubeSpawner's managed-by=kubespawner and kubespawner-version",
+		rewriteOutput: func(in *caseInput, got, want *wantObjects) bool {
+			changed := false
+			for _, m := range []*map[string]string{labelsOf(want, "pod"), labelsOf(want, "pvc"), labelsOf(want, "service"), labelsOf(want, "namespace")} {
+				if m == nil {
+					continue
+				}
+				if *m == nil {
+					*m = map[string]string{}
+				}
+				(*m)[naming.LabelManagedBy] = naming.ManagedBySpawnkit
+				changed = true
+			}
+			// The service selects the pod by its labels, spawnkit's
+			// managed-by among them.
+			if want.Service != nil && want.Service.Spec.Selector[naming.LabelManagedBy] != "" {
+				want.Service.Spec.Selector[naming.LabelManagedBy] = naming.ManagedBySpawnkit
+			}
+			for _, side := range []*wantObjects{got, want} {
+				for _, m := range []*map[string]string{annotationsOf(side, "pod"), annotationsOf(side, "pvc"), annotationsOf(side, "service")} {
+					if m == nil {
+						continue
+					}
+					delete(*m, "hub.jupyter.org/kubespawner-version")
+					delete(*m, StateAnnotation)
+					delete(*m, StartIDAnnotation)
+				}
+			}
+			// spawnkit's user namespaces carry the raw owner names too.
+			if a := annotationsOf(got, "namespace"); a != nil {
+				if w := annotationsOf(want, "namespace"); w != nil {
+					for _, k := range []string{naming.AnnotationUsername, naming.AnnotationServername} {
+						if _, ok := (*w)[k]; !ok {
+							delete(*a, k)
+						}
+					}
+					if len(*a) == 0 && len(*w) == 0 {
+						*a, *w = nil, nil
+					}
+				}
+			}
+			return changed
+		},
+	},
+	{
+		name:   "owner-annotations",
+		reason: "the raw user and server name annotations decide which server an object belongs to, so spawnkit never lets extra_annotations replace them",
+		applies: func(in *caseInput) bool {
+			raw, _ := in.config.get("extra_annotations")
+			var m map[string]any
+			_ = json.Unmarshal(raw, &m)
+			_, u := m[naming.AnnotationUsername]
+			_, s := m[naming.AnnotationServername]
+			return u || s
+		},
+		rewriteOutput: func(in *caseInput, got, want *wantObjects) bool {
+			for _, kind := range []string{"pod", "pvc", "service"} {
+				if a := annotationsOf(want, kind); a != nil && *a != nil {
+					(*a)[naming.AnnotationUsername] = in.c.User.Name
+					if in.c.ServerName != "" {
+						(*a)[naming.AnnotationServername] = in.c.ServerName
+					}
+				}
+			}
+			return true
+		},
+	},
+	{
+		name:    "unknown-option",
+		reason:  "KubeSpawner only logs a warning for an option it does not know (a typo silently does nothing); spawnkit refuses it, naming the key",
+		applies: func(in *caseInput) bool { return len(unknownOptions(in)) > 0 },
+		wantErr: func(in *caseInput, err error) bool {
+			for _, k := range unknownOptions(in) {
+				if !strings.Contains(err.Error(), k) {
+					return false
+				}
+			}
+			return true
+		},
+	},
+	{
+		name:    "python-only-env-value",
+		reason:  "an environment value that is a number or a boolean exists only in Python (the API server takes strings), so spawnkit rejects it naming the variable",
+		applies: func(in *caseInput) bool { return len(pythonOnlyEnv(in)) > 0 },
+		wantErr: func(in *caseInput, err error) bool {
+			for _, k := range pythonOnlyEnv(in) {
+				if !strings.Contains(err.Error(), k) {
+					return false
+				}
+			}
+			return true
+		},
+	},
+	{
+		name:    "api-rejects",
+		reason:  "the API server rejects KubeSpawner's object (a name or label value that is not valid, a node selector value still holding a template, containerPort 0, a claim without a storage request), so spawnkit refuses the configuration up front with an error naming the option; TestKubeSpawnerObjectsAPIServer proves the rejection by a server-side dry run",
+		applies: func(in *caseInput) bool { return len(apiRejects(in)) > 0 },
+		wantErr: func(in *caseInput, err error) bool { return errorNamesAll(err, apiRejects(in)) },
+	},
+	{
+		name:    "pod-name-dns-label",
+		reason:  "a pod name that is not a DNS label (over 63 characters) is accepted by the API server only with a warning that the pod's hostname is cut, and cannot name the pod's service, so spawnkit refuses it naming pod_name; TestKubeSpawnerObjectsAPIServer proves the warning by a server-side dry run",
+		applies: func(in *caseInput) bool { return len(apiRejects(in)) == 0 && podNameNotLabel(in) },
+		wantErr: func(in *caseInput, err error) bool { return errorNamesAll(err, []string{"pod_name"}) },
+	},
+	{
+		name:   "unlisted-choice-validated",
+		reason: "KubeSpawner checks an unlisted choice against validation_regex only when user options name a profile, so leaving `profile` out runs any value (any image) the regex was written to refuse; spawnkit always checks it and refuses the value naming the option",
+		applies: func(in *caseInput) bool {
+			return len(unvalidatedUnlisted(in)) > 0
+		},
+		wantErr: func(in *caseInput, err error) bool { return errorNamesAll(err, unvalidatedUnlisted(in)) },
+	},
+}
+
+// errorNamesAll reports whether err mentions every one of keys.
+func errorNamesAll(err error, keys []string) bool {
+	for _, k := range keys {
+		if !strings.Contains(err.Error(), k) && !strings.Contains(err.Error(), strings.ReplaceAll(k, "_", " ")) {
+			return false
+		}
+	}
+	return true
+}
+
+// expectedPod is KubeSpawner's pod of a case, nil for an error case.
+func expectedPod(in *caseInput) *corev1.Pod {
+	if in.c.Expected == nil || len(in.c.Expected.Pod) == 0 || string(in.c.Expected.Pod) == "null" {
+		return nil
+	}
+	pod := &corev1.Pod{}
+	if err := json.Unmarshal(in.c.Expected.Pod, pod); err != nil {
+		return nil
+	}
+	return pod
+}
+
+// apiRejects are the options behind what the API server's validation
+// refuses in KubeSpawner's objects: the checks are the API server's own
+// (apimachinery), so a case of another kind is not excused.
+func apiRejects(in *caseInput) []string {
+	pod := expectedPod(in)
+	if pod == nil {
+		return nil
+	}
+	var out []string
+	if len(validation.IsDNS1123Subdomain(pod.Name)) > 0 {
+		out = append(out, "pod_name")
+	}
+	if len(metav1validation.ValidateLabels(pod.Spec.NodeSelector, field.NewPath("nodeSelector"))) > 0 {
+		out = append(out, "node_selector")
+	}
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.ContainerPort < 1 || p.ContainerPort > 65535 {
+				out = append(out, "port")
+			}
+		}
+	}
+	out = append(out, badLabelOptions(in, pod.Labels, "extra_labels")...)
+	if raw := in.c.Expected.PVC; len(raw) > 0 && string(raw) != "null" {
+		pvc := &corev1.PersistentVolumeClaim{}
+		if json.Unmarshal(raw, pvc) == nil {
+			if q, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; !ok || q.Sign() <= 0 {
+				// KubeSpawner sends `storage: null` without a capacity.
+				out = append(out, "storage_capacity")
+			}
+			out = append(out, badLabelOptions(in, pvc.Labels, "storage_extra_labels")...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// badLabelOptions are the options that gave an object invalid labels:
+// the label options of the config holding the bad key, else def.
+func badLabelOptions(in *caseInput, labels map[string]string, def string) []string {
+	var out []string
+	for k, v := range labels {
+		if len(metav1validation.ValidateLabels(map[string]string{k: v}, field.NewPath("labels"))) == 0 {
+			continue
+		}
+		opt := def
+		for _, o := range []string{def, "common_labels", "extra_labels"} {
+			raw, _ := in.config.get(o)
+			var m map[string]any
+			if _, ok := m[k]; json.Unmarshal(raw, &m) == nil && ok {
+				opt = o
+				break
+			}
+		}
+		out = append(out, opt)
+	}
+	return out
+}
+
+// podNameNotLabel reports a KubeSpawner pod name the API server accepts
+// with a hostname warning.
+func podNameNotLabel(in *caseInput) bool {
+	pod := expectedPod(in)
+	return pod != nil && len(validation.IsDNS1123Label(pod.Name)) > 0
+}
+
+// unvalidatedUnlisted are the options whose unlisted choice KubeSpawner
+// took without its validation_regex check: the user options name no
+// profile, and the value does not match.
+func unvalidatedUnlisted(in *caseInput) []string {
+	uo := in.c.UserOptions
+	if p, _ := uo["profile"].(string); p != "" || in.c.Expected == nil {
+		return nil
+	}
+	raw, _ := in.config.get("profile_list")
+	var profiles []struct {
+		Default        bool `json:"default"`
+		ProfileOptions map[string]struct {
+			UnlistedChoice struct {
+				ValidationRegex string `json:"validation_regex"`
+			} `json:"unlisted_choice"`
+		} `json:"profile_options"`
+	}
+	if json.Unmarshal(raw, &profiles) != nil || len(profiles) == 0 {
+		return nil
+	}
+	profile := profiles[0]
+	for _, p := range profiles {
+		if p.Default {
+			profile = p
+			break
+		}
+	}
+	var out []string
+	for name, opt := range profile.ProfileOptions {
+		v, _ := uo[name+"--unlisted-choice"].(string)
+		re := opt.UnlistedChoice.ValidationRegex
+		if v == "" || re == "" {
+			continue
+		}
+		if m, err := regexp.Compile(`^(?:` + re + `)`); err == nil && !m.MatchString(v) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func unknownOptions(in *caseInput) []string {
+	probe := Config{}
+	_ = probe
+	var out []string
+	for _, e := range in.config.kvs {
+		one, _ := json.Marshal(map[string]json.RawMessage{e.Key: e.Value})
+		if _, err := LoadConfig(one); err != nil && strings.Contains(err.Error(), "unknown field") {
+			out = append(out, e.Key)
+		}
+	}
+	return out
+}
+
+func pythonOnlyEnv(in *caseInput) []string {
+	raw, ok := in.config.get("environment")
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, e := range orderedMapNoT(raw) {
+		switch strings.TrimSpace(string(e.Value))[0] {
+		case '"', '{', '[', 'n':
+		default:
+			out = append(out, e.Key)
+		}
+	}
+	return out
+}
+
+func orderedMapNoT(raw json.RawMessage) []kv {
+	o := &ordered{}
+	_ = json.Unmarshal(raw, o)
+	return o.kvs
+}
+
+func labelsOf(s *wantObjects, kind string) *map[string]string {
+	switch kind {
+	case "pod":
+		if s.Pod != nil {
+			return &s.Pod.Labels
+		}
+	case "pvc":
+		if s.PVC != nil {
+			return &s.PVC.Labels
+		}
+	case "service":
+		if s.Service != nil {
+			return &s.Service.Labels
+		}
+	case "namespace":
+		if s.Namespace != nil {
+			return &s.Namespace.Labels
+		}
+	}
+	return nil
+}
+
+func annotationsOf(s *wantObjects, kind string) *map[string]string {
+	switch kind {
+	case "pod":
+		if s.Pod != nil {
+			return &s.Pod.Annotations
+		}
+	case "pvc":
+		if s.PVC != nil {
+			return &s.PVC.Annotations
+		}
+	case "service":
+		if s.Service != nil {
+			return &s.Service.Annotations
+		}
+	case "namespace":
+		if s.Namespace != nil {
+			return &s.Namespace.Annotations
+		}
+	}
+	return nil
+}
+
+var _ = slices.Contains[[]string]

@@ -1,0 +1,379 @@
+package spawner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"path"
+	"strings"
+	"unicode"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/spawnkit/spawnkit/naming"
+)
+
+// ConfigError reports every invalid option of a configuration at once,
+// each by its KubeSpawner key (field.Error.Field: "port",
+// "extra_labels[app]", "mem_limit"). It is returned before any object
+// exists.
+type ConfigError struct {
+	Errs field.ErrorList
+}
+
+func (e *ConfigError) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		msgs[i] = err.Error()
+	}
+	return "spawner: invalid configuration: " + strings.Join(msgs, "; ")
+}
+
+// Keys returns the keys of the invalid options, in the order found.
+func (e *ConfigError) Keys() []string {
+	keys := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		keys[i] = err.Field
+	}
+	return keys
+}
+
+// IsInvalidConfig reports whether err is or wraps a *ConfigError.
+func IsInvalidConfig(err error) bool {
+	var e *ConfigError
+	return errors.As(err, &e)
+}
+
+// maxSeconds is the longest timeout a time.Duration can hold.
+const maxSeconds = float64(math.MaxInt64) / 1e9
+
+// checkSeconds checks a timeout: finite, within time.Duration, positive
+// (or not negative when zero is allowed).
+func checkSeconds(key string, v Seconds, allowZero bool) field.ErrorList {
+	f := float64(v)
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > maxSeconds:
+		return field.ErrorList{field.Invalid(field.NewPath(key), f, "must be a finite number of seconds")}
+	case f < 0 || f == 0 && !allowZero:
+		want := "must be positive"
+		if allowZero {
+			want = "must not be negative"
+		}
+		return field.ErrorList{field.Invalid(field.NewPath(key), f, want)}
+	}
+	return nil
+}
+
+// checkName checks an optional object name with one of apimachinery's
+// validators.
+func checkName(key, name string, check func(string) []string) field.ErrorList {
+	if name == "" {
+		return nil
+	}
+	var errs field.ErrorList
+	for _, msg := range check(name) {
+		errs = append(errs, field.Invalid(field.NewPath(key), name, msg))
+	}
+	return errs
+}
+
+// checkImage checks what the API server checks of an image reference
+// (set, no surrounding whitespace) and that it holds no whitespace or
+// control characters, which no registry accepts.
+func checkImage(image string) field.ErrorList {
+	p := field.NewPath("image")
+	if image == "" {
+		return field.ErrorList{field.Required(p, "the notebook image")}
+	}
+	if strings.IndexFunc(image, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return field.ErrorList{field.Invalid(p, image, "must not contain whitespace or control characters")}
+	}
+	return nil
+}
+
+// sampleFields are the template fields of a sample server, for checking
+// templated labels and annotations before any real server exists: what a
+// template adds for real servers is checked again when they start.
+func sampleFields(c *Config) (naming.Fields, naming.Syntax, error) {
+	syntax := naming.KubeSpawner
+	if c.TemplateSyntax == "go" {
+		syntax = naming.Go
+	}
+	ns := c.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	f, err := naming.NewFields(naming.Server{Username: "user", Servername: "server", UserID: 1}, c.SlugScheme, ns)
+	f.PodName, f.PVCName = "jupyter-user--server", "claim-user--server"
+	return f, syntax, err
+}
+
+// renderSample renders a templated string map with sample fields; a bad
+// template is an error on key.
+func renderSample(key string, m map[string]string, f naming.Fields, syntax naming.Syntax) (map[string]string, field.ErrorList) {
+	if len(m) == 0 {
+		return m, nil
+	}
+	v, err := naming.ParseValue(m, syntax)
+	if err == nil {
+		var out any
+		if out, err = v.Expand(f); err == nil {
+			return out.(map[string]string), nil
+		}
+	}
+	return nil, field.ErrorList{field.Invalid(field.NewPath(key), "", err.Error())}
+}
+
+// checkTemplates parses every templated option that is not a map, so a
+// template error fails at load.
+func checkTemplates(c *Config, syntax naming.Syntax) field.ErrorList {
+	var errs field.ErrorList
+	for _, t := range []struct {
+		key string
+		v   any
+	}{{"volumes", c.Pod.Volumes}, {"volume_mounts", c.Pod.VolumeMounts}, {"pod_connect_ip", c.PodConnectIP}} {
+		raw, err := json.Marshal(t.v)
+		if err != nil {
+			continue
+		}
+		var generic any
+		if json.Unmarshal(raw, &generic) != nil {
+			continue
+		}
+		if _, err := naming.ParseValue(generic, syntax); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath(t.key), "", err.Error()))
+		}
+	}
+	return errs
+}
+
+// validateOptions checks every option whose mistake would otherwise show
+// only when a start talks to the API server, and returns all problems.
+func (c *Config) validateOptions() field.ErrorList {
+	var errs field.ErrorList
+	if c.Port < 1 || c.Port > 65535 {
+		errs = append(errs, field.Invalid(field.NewPath("port"), c.Port, "must be a port number (1-65535)"))
+	}
+	errs = append(errs, checkImage(c.Pod.Image)...)
+	errs = append(errs, checkSeconds("start_timeout", c.StartTimeout, false)...)
+	errs = append(errs, checkSeconds("k8s_api_request_timeout", c.K8sAPIRequestTimeout, false)...)
+	errs = append(errs, checkSeconds("k8s_api_request_retry_timeout", c.K8sAPIRequestRetryTimeout, false)...)
+	if c.DeleteGracePeriod != nil {
+		errs = append(errs, checkSeconds("delete_grace_period", *c.DeleteGracePeriod, true)...)
+	}
+	for _, t := range []struct {
+		key string
+		v   Seconds
+	}{
+		{"slow_spawn_message_after", c.SlowSpawnMessageAfter},
+		{"slow_spawn_message_threshold", c.SlowSpawnMessageThreshold},
+		{"slow_spawn_message_frequency", c.SlowSpawnMessageFrequency},
+	} {
+		if f := float64(t.v); math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > maxSeconds {
+			errs = append(errs, field.Invalid(field.NewPath(t.key), f, "must be a finite number of seconds"))
+		}
+	}
+
+	switch c.SlugScheme {
+	case "", naming.SchemeSafe, naming.SchemeEscape:
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("slug_scheme"), c.SlugScheme, []naming.Scheme{naming.SchemeSafe, naming.SchemeEscape}))
+	}
+	if nopts, err := c.namingOptions(); err != nil {
+		errs = append(errs, field.NotSupported(field.NewPath("template_syntax"), c.TemplateSyntax, []string{"kubespawner", "go"}))
+	} else if _, err := naming.New(nopts); err != nil {
+		errs = append(errs, field.Invalid(field.NewPath("naming"), "", err.Error()))
+	}
+	errs = append(errs, checkName("namespace", c.Namespace, validation.IsDNS1123Label)...)
+	for _, msg := range validation.IsValidLabelValue(c.ComponentLabel) {
+		errs = append(errs, field.Invalid(field.NewPath("component_label"), c.ComponentLabel, msg))
+	}
+	errs = append(errs, metav1validation.ValidateLabels(c.CommonLabels, field.NewPath("common_labels"))...)
+	errs = append(errs, metav1validation.ValidateLabels(literalValues(c.StorageExtraLabels), field.NewPath("storage_extra_labels"))...)
+	errs = append(errs, apivalidation.ValidateAnnotations(literalValues(c.StorageExtraAnnotations), field.NewPath("storage_extra_annotations"))...)
+
+	// Templated values are checked rendered, by Plan (checkRendered):
+	// here their keys, which are not templates, the values that are
+	// literals, and the templates' syntax.
+	if f, syntax, err := sampleFields(c); err == nil {
+		_, lerrs := renderSample("extra_labels", c.ExtraLabels, f, syntax)
+		errs = append(errs, lerrs...)
+		errs = append(errs, metav1validation.ValidateLabels(literalValues(c.ExtraLabels), field.NewPath("extra_labels"))...)
+		_, aerrs := renderSample("extra_annotations", c.ExtraAnnotations, f, syntax)
+		errs = append(errs, aerrs...)
+		errs = append(errs, apivalidation.ValidateAnnotations(literalValues(c.ExtraAnnotations), field.NewPath("extra_annotations"))...)
+		_, nlerrs := renderSample("user_namespace_labels", c.UserNamespaceLabels, f, syntax)
+		errs = append(errs, nlerrs...)
+		errs = append(errs, metav1validation.ValidateLabels(literalValues(c.UserNamespaceLabels), field.NewPath("user_namespace_labels"))...)
+		_, naerrs := renderSample("user_namespace_annotations", c.UserNamespaceAnnotations, f, syntax)
+		errs = append(errs, naerrs...)
+		errs = append(errs, apivalidation.ValidateAnnotations(literalValues(c.UserNamespaceAnnotations), field.NewPath("user_namespace_annotations"))...)
+		env, eerrs := renderSample("environment", c.Environment, f, syntax)
+		errs = append(errs, eerrs...)
+		for k := range env {
+			for _, msg := range validation.IsEnvVarName(k) {
+				errs = append(errs, field.Invalid(field.NewPath("environment").Key(k), k, msg))
+			}
+		}
+		errs = append(errs, checkTemplates(c, syntax)...)
+	}
+
+	// Storage.
+	qerrs, _ := checkQuantity(field.NewPath("storage_capacity"), c.StorageCapacity)
+	errs = append(errs, qerrs...)
+	if c.StoragePVCEnsure && c.StorageCapacity.IsZero() {
+		errs = append(errs, field.Required(field.NewPath("storage_capacity"), "storage_pvc_ensure needs a capacity"))
+	}
+	if c.StorageClass != nil {
+		errs = append(errs, checkName("storage_class", *c.StorageClass, validation.IsDNS1123Subdomain)...)
+	}
+	for i, m := range c.StorageAccessModes {
+		switch m {
+		case corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany, corev1.ReadWriteOncePod:
+		default:
+			errs = append(errs, field.NotSupported(field.NewPath("storage_access_modes").Index(i), m,
+				[]corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany, corev1.ReadWriteOncePod}))
+		}
+	}
+	if sel, _ := json.Marshal(c.StorageSelector); c.StorageSelector != nil && !isTemplate(string(sel)) {
+		// A templated selector is checked rendered, by Plan.
+		errs = append(errs, metav1validation.ValidateLabelSelector(c.StorageSelector, metav1validation.LabelSelectorValidationOptions{}, field.NewPath("storage_selector"))...)
+	}
+	if c.SecretMountPath != "" && !path.IsAbs(c.SecretMountPath) {
+		errs = append(errs, field.Invalid(field.NewPath("secret_mount_path"), c.SecretMountPath, "must be an absolute path"))
+	}
+
+	// Pod options the manifest builder would reject only at start.
+	if !isTemplate(c.Pod.ServiceAccount) {
+		// A templated service account is checked rendered, by Plan.
+		errs = append(errs, checkName("service_account", c.Pod.ServiceAccount, validation.IsDNS1123Subdomain)...)
+	}
+	errs = append(errs, checkName("priority_class_name", c.Pod.PriorityClassName, validation.IsDNS1123Subdomain)...)
+	errs = append(errs, checkName("scheduler_name", c.Pod.SchedulerName, validation.IsDNS1123Subdomain)...)
+	for i, s := range c.Pod.ImagePullSecrets {
+		for _, msg := range validation.IsDNS1123Subdomain(s) {
+			errs = append(errs, field.Invalid(field.NewPath("image_pull_secrets").Index(i), s, msg))
+		}
+	}
+	switch c.Pod.ImagePullPolicy {
+	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("image_pull_policy"), c.Pod.ImagePullPolicy,
+			[]corev1.PullPolicy{corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever}))
+	}
+	errs = append(errs, metav1validation.ValidateLabels(c.Pod.NodeSelector, field.NewPath("node_selector"))...)
+	errs = append(errs, checkResources(c)...)
+	for _, id := range []struct {
+		key string
+		v   *int64
+	}{{"uid", c.Pod.UID}, {"gid", c.Pod.GID}, {"fs_gid", c.Pod.FSGID}} {
+		if id.v != nil && *id.v < 0 {
+			errs = append(errs, field.Invalid(field.NewPath(id.key), *id.v, "must not be negative"))
+		}
+	}
+	for i, r := range c.FatalReasons {
+		if r == "" {
+			errs = append(errs, field.Required(field.NewPath("fatal_reasons").Index(i), "a container waiting reason"))
+		}
+	}
+	errs = append(errs, checkProfiles(c.ProfileList)...)
+	return errs
+}
+
+// maxQuantity bounds every quantity: the API server keeps quantities as
+// int64 values, and apimachinery's Cmp and String take time that grows
+// with the exponent, so "1e999999999" would hang a start.
+const maxQuantity = float64(math.MaxInt64)
+
+// checkQuantity reports a negative or oversize quantity; ok is false then,
+// and the caller must not compare or print q (both can take minutes for
+// a huge exponent).
+func checkQuantity(p *field.Path, q resource.Quantity) (errs field.ErrorList, ok bool) {
+	if f := q.AsApproximateFloat64(); math.IsInf(f, 0) || math.IsNaN(f) || math.Abs(f) >= maxQuantity {
+		return field.ErrorList{field.Invalid(p, fmt.Sprintf("%g", f), "is too large (at most 2^63-1)")}, false
+	}
+	if q.Sign() < 0 {
+		return field.ErrorList{field.Invalid(p, q.String(), "must not be negative")}, false
+	}
+	return nil, true
+}
+
+// checkResources checks the resource quantities: none negative or
+// oversize, and no guarantee above its limit (the API server rejects
+// requests over limits).
+func checkResources(c *Config) field.ErrorList {
+	var errs field.ErrorList
+	pairs := []struct {
+		name       string
+		limit, req resource.Quantity
+	}{
+		{"cpu", c.Pod.CPULimit, c.Pod.CPUGuarantee},
+		{"mem", c.Pod.MemLimit, c.Pod.MemGuarantee},
+	}
+	for _, p := range pairs {
+		lerrs, lok := checkQuantity(field.NewPath(p.name+"_limit"), p.limit)
+		rerrs, rok := checkQuantity(field.NewPath(p.name+"_guarantee"), p.req)
+		errs = append(append(errs, lerrs...), rerrs...)
+		if lok && rok && !p.limit.IsZero() && p.req.Cmp(p.limit) > 0 {
+			errs = append(errs, field.Invalid(field.NewPath(p.name+"_guarantee"), p.req.String(), "must not exceed "+p.name+"_limit "+p.limit.String()))
+		}
+	}
+	valid := map[string]bool{}
+	for _, rl := range []struct {
+		key string
+		v   corev1.ResourceList
+	}{{"extra_resource_limits", c.Pod.ExtraResourceLimits}, {"extra_resource_guarantees", c.Pod.ExtraResourceGuarantees}} {
+		for k, v := range rl.v {
+			p := field.NewPath(rl.key).Key(string(k))
+			for _, msg := range validation.IsQualifiedName(string(k)) {
+				errs = append(errs, field.Invalid(p, string(k), msg))
+			}
+			qerrs, ok := checkQuantity(p, v)
+			errs = append(errs, qerrs...)
+			valid[rl.key+"/"+string(k)] = ok
+		}
+	}
+	for k, req := range c.Pod.ExtraResourceGuarantees {
+		limit, ok := c.Pod.ExtraResourceLimits[k]
+		if ok && valid["extra_resource_limits/"+string(k)] && valid["extra_resource_guarantees/"+string(k)] && req.Cmp(limit) > 0 {
+			errs = append(errs, field.Invalid(field.NewPath("extra_resource_guarantees").Key(string(k)), req.String(), "must not exceed its limit "+limit.String()))
+		}
+	}
+	return errs
+}
+
+// checkProfiles checks what of a profile list can be checked without user
+// options: unique slugs, compilable validation_regex. The overrides are
+// checked when Resolve applies them.
+func checkProfiles(profiles []Profile) field.ErrorList {
+	var errs field.ErrorList
+	slugs := map[string]bool{}
+	for _, p := range initializeProfiles(profiles) {
+		pp := field.NewPath("profile_list").Key(p.Slug)
+		if p.Slug == "" {
+			errs = append(errs, field.Required(pp.Child("slug"), "a slug or a display_name to make one from"))
+		}
+		if slugs[p.Slug] {
+			errs = append(errs, field.Duplicate(pp.Child("slug"), p.Slug))
+		}
+		slugs[p.Slug] = true
+		for _, o := range p.ProfileOptions {
+			op := pp.Child("profile_options").Key(o.Name)
+			if u := o.UnlistedChoice; u != nil && u.ValidationRegex != "" && u.re == nil {
+				if _, err := compileMatch(u.ValidationRegex); err != nil {
+					errs = append(errs, field.Invalid(op.Child("unlisted_choice", "validation_regex"), u.ValidationRegex, err.Error()))
+				}
+			}
+			if len(o.Choices) == 0 && (o.UnlistedChoice == nil || !o.UnlistedChoice.Enabled) {
+				errs = append(errs, field.Required(op.Child("choices"), "a choice or an enabled unlisted_choice"))
+			}
+		}
+	}
+	return errs
+}
