@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -211,6 +212,20 @@ func LoadConfig(data []byte) (Config, error) {
 		warnings = append(warnings, fmt.Sprintf("ignoring args %q: without cmd the image's command is used; set cmd to pass arguments", c.Args))
 	}
 	c.warnings = warnings
+	// Every option is checked here, so a bad value is reported at load
+	// (all problems at once, by key) and never reaches a start. The
+	// default image fills an absent option only: an explicit "" is an
+	// error, as the API server would reject the pod.
+	check := c.withDefaults()
+	if raw, ok := all["image"]; ok && strings.TrimSpace(string(raw)) == `""` {
+		check.Pod.Image = ""
+	}
+	if check.Namespace == "" {
+		check.Namespace = metav1.NamespaceDefault // detected at New; any valid name checks the rest
+	}
+	if err := check.validate(); err != nil {
+		return Config{}, err
+	}
 	return c, nil
 }
 

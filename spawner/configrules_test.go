@@ -286,12 +286,12 @@ func unvalidatedUnlisted(in *caseInput) []string {
 }
 
 func unknownOptions(in *caseInput) []string {
-	probe := Config{}
-	_ = probe
 	var out []string
 	for _, e := range in.config.kvs {
 		one, _ := json.Marshal(map[string]json.RawMessage{e.Key: e.Value})
-		if _, err := LoadConfig(one); err != nil && strings.Contains(err.Error(), "unknown field") {
+		// The decoder's own message for an option it does not know (not a
+		// template's unknown {field}).
+		if _, err := LoadConfig(one); err != nil && strings.Contains(err.Error(), `unknown field "`+e.Key+`"`) {
 			out = append(out, e.Key)
 		}
 	}

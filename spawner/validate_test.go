@@ -263,3 +263,27 @@ func countObjects(t *testing.T, ns string) string {
 	}
 	return fmt.Sprintf("pods=%d pvcs=%d secrets=%d services=%d namespaces=%d", len(pods.Items), len(pvcs.Items), len(secrets.Items), len(svcs.Items), len(nss.Items))
 }
+
+// TestLoadConfigItselfRejects: values that can only fail later are
+// refused by LoadConfig itself, naming the option, not first by a start.
+func TestLoadConfigItselfRejects(t *testing.T) {
+	for _, tc := range []struct{ yaml, key string }{
+		{"image: ''", "image"},
+		{"image: base:1\nport: 70000", "port"},
+		{"image: base:1\nstart_timeout: -1", "start_timeout"},
+		{"image: base:1\nextra_labels: {'bad key!': x}", "extra_labels"},
+		{"image: base:1\nnamespace: Not_A_Namespace", "namespace"},
+		{"image: base:1\nimage_pull_policy: Sometimes", "image_pull_policy"},
+		{"image: base:1\nmem_limit: -1G", "mem_limit"},
+	} {
+		_, err := LoadConfig([]byte(tc.yaml))
+		var ce *ConfigError
+		if !errors.As(err, &ce) || !slices.ContainsFunc(ce.Keys(), func(k string) bool { return strings.HasPrefix(k, tc.key) }) {
+			t.Errorf("LoadConfig(%q) = %v; want a ConfigError naming %s", tc.yaml, err, tc.key)
+		}
+	}
+	// Without the option, KubeSpawner's default image applies.
+	if _, err := LoadConfig([]byte("port: 8000")); err != nil {
+		t.Errorf("a config without image: %v", err)
+	}
+}
