@@ -129,6 +129,20 @@ func (s *Spawner) start(ctx context.Context, opts StartOptions, em *emitter) (st
 	if err != nil {
 		return "", fail(StepPlan, ReasonInvalid, err)
 	}
+	if o.PVC != nil && s.State().PVCName == "" {
+		legacy, err := s.legacyPVC(ctx, &o.Config, o.PVC)
+		if err != nil {
+			return "", fail(StepPVC, "", err)
+		}
+		if legacy != "" {
+			em.note(0, "Using the claim "+legacy+" of an earlier KubeSpawner (handle_legacy_names)")
+			st := s.State()
+			st.PVCName = legacy
+			if o, err = plan(ctx, s.server, &s.b.cfg, s.names, st, opts, run.startID); err != nil {
+				return "", fail(StepPlan, ReasonInvalid, err)
+			}
+		}
+	}
 	cfg := &o.Config
 	run.ns, run.name = o.State.Namespace, o.State.PodName
 	pods, err := s.podsHandle(ctx, run.ns)
@@ -277,6 +291,8 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 	// server is asked after a while.
 	missing := s.b.clock.After(5 * time.Second)
 	inCache := false
+	var grace <-chan time.Time // running once the pod is ready without events seen
+	graceOver := false
 	for {
 		if events != nil {
 			if evs, err := events.ForUID(wctx, created.UID); err == nil {
@@ -308,7 +324,18 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 				return nil, x.Reason, fmt.Errorf("the pod ended before it was ready: %s", x.Message)
 			}
 			if isReady(pod) {
-				return pod, "", nil
+				// A kubelet reports Scheduled, Pulled and Started before
+				// Ready, but the event informer can lag the pod informer
+				// under load; a progress stream without any pod event
+				// tells the user nothing. So a start that has seen none
+				// waits for them a moment (woken by the subscription),
+				// never longer than eventGrace.
+				if events == nil || len(seen) > 0 || graceOver {
+					return pod, "", nil
+				}
+				if grace == nil {
+					grace = s.b.clock.After(eventGrace)
+				}
 			}
 		case ok:
 			return nil, ReasonPodGone, fmt.Errorf("%w: pod %s/%s now has uid %s, not %s", ErrPodGone, pod.Namespace, pod.Name, pod.UID, created.UID)
@@ -317,6 +344,8 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 		}
 		select {
 		case <-sub.C():
+		case <-grace:
+			graceOver = true
 		case <-missing:
 			if !inCache {
 				if gone, err := s.podGone(wctx, created); err == nil && gone {
@@ -333,6 +362,10 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 		}
 	}
 }
+
+// eventGrace bounds how long a ready pod's start waits for its first pod
+// event to reach the progress stream.
+const eventGrace = time.Second
 
 // waitReason is Timeout when start_timeout (not the caller) ended the wait.
 func (s *Spawner) waitReason(ctx, wctx context.Context) string {
