@@ -13,6 +13,10 @@ const (
 	// creates; orphan finds them by it.
 	LabelManagedBy    = "app.kubernetes.io/managed-by"
 	ManagedBySpawnkit = "spawnkit"
+	// ManagedByKubeSpawner is LabelManagedBy on KubeSpawner's objects,
+	// which a hub migrating from it adopts (spawner's AdoptKubeSpawner)
+	// or selects (orphan.Options.LabelSelector).
+	ManagedByKubeSpawner = "kubespawner"
 
 	AnnotationUsername   = "hub.jupyter.org/username"
 	AnnotationServername = "hub.jupyter.org/servername"

@@ -156,6 +156,30 @@
 // spawnkit_manager_spawns_in_flight and
 // spawnkit_manager_queue_depth{queue="reconcile"|"start"}.
 //
+// # Migrating from KubeSpawner
+//
+// A hub moving from KubeSpawner keeps its running servers and its users'
+// homes. With ManagerOptions.AdoptKubeSpawner the Manager also adopts
+// pods labelled app.kubernetes.io/managed-by=kubespawner with the
+// configured component label (singleuser-server), attributed by their
+// raw hub.jupyter.org/username and servername annotations: such a pod
+// records no State, so its server's State is the pod's name and
+// namespace and the port of its notebook-port container port; it is
+// recovered as running (URL from the pod's IP) or starting, polled and
+// stopped like spawnkit's own. Without the option those pods are
+// ignored. A hub's saved KubeSpawner state (get_state's pod_name,
+// namespace, dns_name and pvc_name) decodes into State and loads with
+// LoadState. Config.HandleLegacyNames (handle_legacy_names, default true,
+// together with remember_pvc_name) makes a Start of a server whose claim
+// is not yet known, when no claim exists under today's name but one
+// exists under the name an older KubeSpawner gave it
+// (naming.Names.LegacyPVC), use that claim, record it in State.PVCName
+// and render {pvc_name} as its name, instead of creating an empty home.
+// Unlike KubeSpawner 7, which looks only when a pre-7 state was loaded,
+// spawnkit looks whenever the claim is not known. orphan.List attributes
+// KubeSpawner's objects with the selector
+// "app.kubernetes.io/managed-by in (spawnkit,kubespawner)".
+//
 // # Not supported
 //
 // KubeSpawner options that only make sense inside JupyterHub's Python

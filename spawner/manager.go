@@ -139,6 +139,17 @@ type ManagerOptions struct {
 	// record wins (it is what actually runs); a seeded server without a
 	// pod starts as stopped with the seeded names.
 	Seed []Seed
+	// AdoptKubeSpawner is the KubeSpawner compatibility mode for a hub
+	// migrating from KubeSpawner: besides its own pods, the Manager adopts
+	// pods labelled app.kubernetes.io/managed-by=kubespawner (with the
+	// configured component label, singleuser-server by default) that
+	// carry KubeSpawner's hub.jupyter.org/username (and servername)
+	// annotations. Such a pod has no StateAnnotation: the server's state
+	// is its name and namespace, the port its "notebook-port" container
+	// port (else Config's port). It is then recovered, polled and stopped
+	// like any other server. Default: false, KubeSpawner's pods are left
+	// alone.
+	AdoptKubeSpawner bool
 	// Registerer, when set, receives the Manager's metrics.
 	Registerer prometheus.Registerer
 	// Clock drives resync, retention and timestamps. Default: real.

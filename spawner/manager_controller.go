@@ -125,7 +125,7 @@ func (m *Manager) Start(ctx context.Context) error {
 // informer's goroutine and only reads the pod's annotations.
 func (m *Manager) podChanged(pod *corev1.Pod, _ bool) {
 	user, ok := pod.Annotations[naming.AnnotationUsername]
-	if !ok || pod.Labels[naming.LabelManagedBy] != naming.ManagedBySpawnkit {
+	if !ok || !m.manages(pod) {
 		return
 	}
 	key := serverKey{user, pod.Annotations[naming.AnnotationServername]}
@@ -168,6 +168,33 @@ func (m *Manager) reconcile(ctx context.Context, key serverKey) error {
 	return m.observe(ctx, e)
 }
 
+// manages reports whether a pod is a server pod the Manager adopts:
+// spawnkit's own, and with AdoptKubeSpawner KubeSpawner's single-user
+// server pods. It only reads labels.
+func (m *Manager) manages(pod *corev1.Pod) bool {
+	switch pod.Labels[naming.LabelManagedBy] {
+	case naming.ManagedBySpawnkit:
+		return true
+	case naming.ManagedByKubeSpawner:
+		return m.opts.AdoptKubeSpawner && pod.Labels[naming.LabelComponent] == m.base.cfg.ComponentLabel
+	}
+	return false
+}
+
+// kubeSpawnerState is the State of a pod KubeSpawner made (it records
+// none): its names, and the port of its notebook-port container port.
+func kubeSpawnerState(pod *corev1.Pod) State {
+	st := State{PodName: pod.Name, Namespace: pod.Namespace}
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.Name == "notebook-port" && st.Port == 0 {
+				st.Port = p.ContainerPort
+			}
+		}
+	}
+	return st
+}
+
 // findPod finds a server's pod in the cache by its owner annotations.
 func (m *Manager) findPod(ctx context.Context, key serverKey) (*corev1.Pod, error) {
 	list, err := m.pods.List(ctx, metav1.NamespaceAll)
@@ -176,7 +203,7 @@ func (m *Manager) findPod(ctx context.Context, key serverKey) (*corev1.Pod, erro
 	}
 	for _, p := range list {
 		if p.Annotations[naming.AnnotationUsername] == key.user && p.Annotations[naming.AnnotationServername] == key.server &&
-			p.Labels[naming.LabelManagedBy] == naming.ManagedBySpawnkit && p.DeletionTimestamp == nil {
+			m.manages(p) && p.DeletionTimestamp == nil {
 			return p, nil
 		}
 	}
@@ -191,7 +218,7 @@ func (m *Manager) recover(ctx context.Context, log logr.Logger) {
 		log.Error(err, "listing cached pods for recovery")
 	}
 	for _, pod := range list {
-		if pod.Labels[naming.LabelManagedBy] != naming.ManagedBySpawnkit || pod.DeletionTimestamp != nil {
+		if !m.manages(pod) || pod.DeletionTimestamp != nil {
 			continue
 		}
 		if _, ok := pod.Annotations[naming.AnnotationUsername]; !ok {
@@ -231,7 +258,7 @@ func (m *Manager) adopt(ctx context.Context, pod *corev1.Pod) error {
 	if ok {
 		srv.UserID = rec.UserID
 	} else {
-		rec = State{PodName: pod.Name, Namespace: pod.Namespace}
+		rec = kubeSpawnerState(pod)
 	}
 	e, err := m.entryFor(srv)
 	if err != nil {

@@ -105,6 +105,46 @@ func (s *Spawner) ensurePVC(ctx context.Context, run *startRun, obj *corev1.Pers
 	})
 }
 
+// legacyPVC implements handle_legacy_names (default true, with
+// remember_pvc_name): for a server whose claim is not known yet (no
+// PVCName in its State), when no claim exists under today's name but one
+// exists under the name an older KubeSpawner gave it (Names.LegacyPVC, the
+// escape slug scheme), it returns that name, so the start mounts the
+// user's existing home instead of a new empty one. Otherwise it returns
+// "". KubeSpawner 7 looks only for servers whose saved state predates
+// version 7; spawnkit looks whenever the claim is not known, which finds
+// the same claims also for a hub that lost or never had that state.
+func (s *Spawner) legacyPVC(ctx context.Context, cfg *Config, want *corev1.PersistentVolumeClaim) (string, error) {
+	legacy := s.names.LegacyPVC
+	if !boolOr(cfg.HandleLegacyNames, true) || !boolOr(cfg.RememberPVCName, true) ||
+		legacy == "" || legacy == want.Name || want.Name != s.names.PVC {
+		return "", nil
+	}
+	claims := s.b.client.CoreV1().PersistentVolumeClaims(want.Namespace)
+	exists := func(name string) (bool, error) {
+		var found bool
+		err := s.call(ctx, func(ctx context.Context) error {
+			_, err := claims.Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			found = err == nil
+			return err
+		})
+		if err != nil {
+			return false, fmt.Errorf("spawner: looking for claim %s/%s (handle_legacy_names): %w", want.Namespace, name, err)
+		}
+		return found, nil
+	}
+	if ok, err := exists(want.Name); ok || err != nil {
+		return "", err
+	}
+	if ok, err := exists(legacy); !ok || err != nil {
+		return "", err
+	}
+	return legacy, nil
+}
+
 // errClaimDeleting marks a claim that exists but is being deleted: worth
 // another try once it is gone.
 var errClaimDeleting = errors.New("the claim is being deleted; waiting for it to go before creating it again")

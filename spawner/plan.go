@@ -163,7 +163,13 @@ func plan(ctx context.Context, server naming.Server, base *Config, names naming.
 	if cfg.TemplateSyntax == "go" {
 		syntax = naming.Go
 	}
-	r, err := render(&cfg, names.Fields, syntax)
+	fields := names.Fields
+	if st.PVCName != "" {
+		// The claim in use (remembered, or found by handle_legacy_names)
+		// is what {pvc_name} names, as KubeSpawner's self.pvc_name.
+		fields.PVCName = st.PVCName
+	}
+	r, err := render(&cfg, fields, syntax)
 	if err != nil {
 		return nil, fmt.Errorf("spawner: server %q of user %q: %w", server.Servername, server.Username, err)
 	}

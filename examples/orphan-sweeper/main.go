@@ -24,6 +24,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	maxDelete := flags.Int("max-delete", defaultMaxDelete, "with --apply, delete nothing if more than this many objects would be deleted")
 	allowEmpty := flags.Bool("allow-empty-known", false, "allow a hub that knows no servers at all (every object is then an orphan)")
 	asJSON := flags.Bool("json", false, "print JSON instead of a table")
+	selector := flags.String("selector", orphan.DefaultSelector,
+		"label selector of the objects to look at; a hub migrating from KubeSpawner uses 'app.kubernetes.io/managed-by in (spawnkit,kubespawner)'")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -78,6 +81,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if *maxDelete < 0 {
 		return fmt.Errorf("--max-delete %d is negative", *maxDelete)
+	}
+	if sel, err := labels.Parse(*selector); err != nil {
+		return fmt.Errorf("--selector %q: %w", *selector, err)
+	} else if sel.Empty() {
+		return fmt.Errorf("--selector %q selects every object; name the managed-by label, e.g. %q", *selector, orphan.DefaultSelector)
 	}
 	var cleanupKinds []orphan.Kind
 	for _, k := range split(*kinds) {
@@ -114,7 +122,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	orphans, err := orphan.List(ctx, known, orphan.Options{Client: client, Namespaces: split(*namespaces)})
+	orphans, err := orphan.List(ctx, known, orphan.Options{Client: client, Namespaces: split(*namespaces), LabelSelector: *selector})
 	if err != nil {
 		return err
 	}

@@ -98,3 +98,49 @@ func TestKnownFromHub(t *testing.T) {
 		t.Errorf("bad token: %v", err)
 	}
 }
+
+// TestSweepKubeSpawnerSelector: objects KubeSpawner made (managed-by=
+// kubespawner, the same owner annotations) are not looked at by default
+// and are attributed with --selector naming both managers.
+func TestSweepKubeSpawnerSelector(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	ctx := t.Context()
+	ns, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "sweep-ks-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []string{"alice", "stray"} {
+		_, err := c.Client.CoreV1().Pods(ns.Name).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "jupyter-" + user,
+				Labels:      map[string]string{"app.kubernetes.io/managed-by": "kubespawner", "component": "singleuser-server"},
+				Annotations: map[string]string{naming.AnnotationUsername: user}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "notebook", Image: "x"}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	known := filepath.Join(t.TempDir(), "servers.json")
+	if err := os.WriteFile(known, []byte(`[{"user": "alice", "server": "", "running": true}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--kubeconfig", c.Kubeconfig, "--known", known, "--namespaces", ns.Name, "--min-age", "0"}
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		stray bool
+	}{
+		{"default selector", nil, false},
+		{"both managers", []string{"--selector", "app.kubernetes.io/managed-by in (spawnkit,kubespawner)"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := run(ctx, append(args, tc.flags...), &out); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(out.String(), "jupyter-stray"); got != tc.stray || strings.Contains(out.String(), "jupyter-alice") {
+				t.Errorf("stray listed = %v, want %v (alice never):\n%s", got, tc.stray, out.String())
+			}
+		})
+	}
+}

@@ -93,6 +93,8 @@ func TestRefusesToGuess(t *testing.T) {
 		{"unknown kind", good, "", []string{"--kinds", "Pods"}, `unknown kind "Pods"`},
 		{"empty kinds", good, "", []string{"--kinds", ","}, "names no kind"},
 		{"negative min-age", good, "", []string{"--min-age", "-1s"}, "negative"},
+		{"bad selector", good, "", []string{"--selector", "managed-by in ("}, "--selector"},
+		{"empty selector", good, "", []string{"--selector", " "}, "selects every object"},
 		{"stray argument", good, "", []string{"true"}, "unexpected arguments"},
 		{"over max-delete", good, "", []string{"--max-delete", "1"}, "more than --max-delete 1"},
 		{"hub error", "", "fail", nil, "500"},
