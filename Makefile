@@ -4,7 +4,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: all testbin test vet fmt-check quickstart cluster bench
+.PHONY: all testbin test vet fmt-check quickstart cluster bench bench-report
 
 all: test
 
@@ -42,3 +42,10 @@ cluster:
 bench:
 	@testbin=$$(internal/tools/build.sh); \
 	SPAWNKIT_TESTBIN=$$testbin $(GO) test -run '^$$' -bench . -benchmem ./...
+
+# spawnkit side by side with raw client-go on a simulated cluster: prints a
+# table of ratios (min/median/max over repeats) and writes
+# bench-report.json. A program, not a test: `make test` never runs it.
+bench-report:
+	@testbin=$$(internal/tools/build.sh); \
+	SPAWNKIT_TESTBIN=$$testbin $(GO) run ./internal/benchreport -json bench-report.json

@@ -127,9 +127,12 @@ type Options struct {
 	LabelSelector string
 	// PageSize bounds each LIST page. Default: 500.
 	PageSize int64
-	// Registry, when set, serves the pods from its shared informers (its
-	// pod label selector must cover spawnkit's pods) instead of a LIST;
-	// the other kinds are always listed.
+	// Registry, when set, serves the pods from a shared informer it
+	// already runs and has synced instead of a LIST: the informer for the
+	// namespace, or the all-namespaces one (which alone serves "all
+	// namespaces"). Its pod label selector must cover spawnkit's pods.
+	// List never starts an informer: without a held one the pods are
+	// listed. The other kinds are always listed.
 	Registry *reflector.Registry
 }
 
@@ -137,7 +140,8 @@ type Options struct {
 // label, not by re-rendering today's name templates, and attributed by the
 // raw names in their annotations, so objects named by an old template or
 // living in an old namespace are found too. Objects without the label are
-// never looked at. Each kind costs one paginated LIST per namespace.
+// never looked at. Each kind costs one paginated LIST per namespace, but
+// for pods served by Options.Registry.
 func List(ctx context.Context, known *Known, opts Options) ([]Orphan, error) {
 	if opts.Client == nil {
 		return nil, fmt.Errorf("orphan: Options needs a Client")
@@ -163,14 +167,10 @@ func List(ctx context.Context, known *Known, opts Options) ([]Orphan, error) {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	in := &inventory{}
-	// Pods are listed even when not asked for: secrets, services and
+	// Pods are read even when not asked for: secrets, services and
 	// namespaces are judged by them.
 	for _, ns := range namespaces {
-		if opts.Registry != nil {
-			if err := podsFromRegistry(ctx, opts, ns, in); err != nil {
-				return nil, err
-			}
-		} else if err := listInto(ctx, opts, ns, KindPod, in); err != nil {
+		if err := podsInto(ctx, opts, ns, in); err != nil {
 			return nil, err
 		}
 		for _, k := range kinds {
@@ -264,19 +264,28 @@ func (in *inventory) add(kind Kind, m metav1.ObjectMeta) {
 	in.objects = append(in.objects, o)
 }
 
-// podsFromRegistry reads the pods of ns from the registry's shared
-// informer (after its first sync), filtered by the label selector.
-func podsFromRegistry(ctx context.Context, opts Options, ns string, in *inventory) error {
+// podsInto reads the pods of ns from a synced pod informer the registry
+// already runs, if there is one: the informer for ns, or the one for all
+// namespaces. Otherwise it lists them: starting an informer only to read
+// it once and stop it would cost the same LIST and a watch besides.
+func podsInto(ctx context.Context, opts Options, ns string, in *inventory) error {
+	if opts.Registry == nil {
+		return listInto(ctx, opts, ns, KindPod, in)
+	}
+	held, ok := heldPodInformer(opts.Registry, ns)
+	if !ok {
+		return listInto(ctx, opts, ns, KindPod, in)
+	}
 	sel, err := labels.Parse(opts.LabelSelector)
 	if err != nil {
 		return fmt.Errorf("orphan: label selector %q: %w", opts.LabelSelector, err)
 	}
-	pods, err := opts.Registry.Pods(ctx, ns)
+	pods, err := opts.Registry.Pods(ctx, held)
 	if err != nil {
 		return err
 	}
 	defer pods.Release()
-	list, err := pods.List(ctx, metav1.NamespaceAll)
+	list, err := pods.List(ctx, ns)
 	if err != nil {
 		return fmt.Errorf("orphan: reading pods from the shared cache: %w", err)
 	}
@@ -286,6 +295,21 @@ func podsFromRegistry(ctx context.Context, opts Options, ns string, in *inventor
 		}
 	}
 	return nil
+}
+
+// heldPodInformer returns the namespace of a synced pod informer of r
+// that covers ns: ns's own, else the all-namespaces one. Another holder
+// may release it before List acquires it; the informer then restarts
+// and lists, which is correct, only slower.
+func heldPodInformer(r *reflector.Registry, ns string) (string, bool) {
+	status := r.Status()
+	for _, candidate := range []string{ns, metav1.NamespaceAll} {
+		key := reflector.Key{Resource: reflector.ResourcePods, Namespace: candidate, LabelSelector: r.PodLabelSelector()}
+		if s, ok := status[key]; ok && s.Synced {
+			return candidate, true
+		}
+	}
+	return "", false
 }
 
 // metaOf keeps only the metadata of a listed object.
@@ -305,77 +329,170 @@ func metaOf(obj runtime.Object) (metav1.ObjectMeta, error) {
 	return metav1.ObjectMeta{}, fmt.Errorf("orphan: unexpected object %T", obj)
 }
 
-// diff decides, per object, whether a known server owns it.
+// diff decides, per object, whether a known server owns it. It visits
+// each object once; the pod indexes that secrets, services and namespaces
+// are judged by are built, presized, only as far as such objects need them,
+// and the orphans are sorted by kind, namespace and name without building
+// a string per object.
 func diff(known *Known, in *inventory, kinds []Kind) []Orphan {
-	livePods := map[types.UID]bool{}
-	podsByServer := map[ServerKey]bool{}
-	podsByNamespace := map[string]bool{}
-	for _, o := range in.objects {
-		if o.kind == KindPod && o.meta.DeletionTimestamp == nil {
-			livePods[o.meta.UID] = true
-			podsByNamespace[o.meta.Namespace] = true
-			if o.attributed {
-				podsByServer[o.key] = true
+	type verdict struct {
+		i      int32
+		reason Reason
+	}
+	wantPods := slices.Contains(kinds, KindPod)
+	var found []verdict
+	pods := make([]int32, 0, len(in.objects)) // by index into in.objects
+	var others []int32
+	var need podIndexNeeds
+	for i := range in.objects {
+		o := &in.objects[i]
+		if o.meta.DeletionTimestamp != nil {
+			continue
+		}
+		if o.kind != KindPod {
+			if slices.Contains(kinds, o.kind) {
+				others = append(others, int32(i))
+				need.add(o)
+			}
+			continue
+		}
+		pods = append(pods, int32(i))
+		if !wantPods {
+			continue
+		}
+		if reason := judgePod(known, o); reason != "" {
+			found = append(found, verdict{int32(i), reason})
+		}
+	}
+	if len(others) > 0 {
+		idx := newPodIndex(in, pods, need)
+		for _, i := range others {
+			if reason := judge(known, &in.objects[i], idx); reason != "" {
+				found = append(found, verdict{i, reason})
 			}
 		}
 	}
-	var out []Orphan
-	for _, o := range in.objects {
-		if !slices.Contains(kinds, o.kind) || o.meta.DeletionTimestamp != nil {
-			continue
+	slices.SortFunc(found, func(a, b verdict) int {
+		x, y := &in.objects[a.i], &in.objects[b.i]
+		if c := strings.Compare(string(x.kind), string(y.kind)); c != 0 {
+			return c
 		}
-		reason := judge(known, o, livePods, podsByServer, podsByNamespace)
-		if reason == "" {
-			continue
+		if c := strings.Compare(x.meta.Namespace, y.meta.Namespace); c != 0 {
+			return c
 		}
-		out = append(out, Orphan{
+		return strings.Compare(x.meta.Name, y.meta.Name)
+	})
+	if len(found) == 0 {
+		return nil
+	}
+	out := make([]Orphan, len(found))
+	for j, v := range found {
+		o := &in.objects[v.i]
+		out[j] = Orphan{
 			Kind: o.kind, Namespace: o.meta.Namespace, Name: o.meta.Name, UID: o.meta.UID,
 			ResourceVersion: o.meta.ResourceVersion, Server: o.key, Attributed: o.attributed,
-			Reason: reason, Created: o.meta.CreationTimestamp.Time,
-		})
+			Reason: v.reason, Created: o.meta.CreationTimestamp.Time,
+		}
 	}
-	slices.SortFunc(out, func(a, b Orphan) int {
-		return strings.Compare(string(a.Kind)+"/"+a.Namespace+"/"+a.Name, string(b.Kind)+"/"+b.Namespace+"/"+b.Name)
-	})
 	return out
 }
 
-func judge(known *Known, o object, livePods map[types.UID]bool, podsByServer map[ServerKey]bool, podsByNamespace map[string]bool) Reason {
+// podIndex is what secrets, services and namespaces are judged by: the
+// live pods by UID, by server and by namespace.
+type podIndex struct {
+	byUID       map[types.UID]struct{}
+	byServer    map[ServerKey]struct{}
+	byNamespace map[string]struct{}
+}
+
+// podIndexNeeds says which of podIndex's maps the objects to judge read.
+type podIndexNeeds struct{ uid, server, namespace bool }
+
+func (n *podIndexNeeds) add(o *object) {
+	switch {
+	case o.kind == KindNamespace:
+		n.namespace = true
+	case o.kind != KindSecret && o.kind != KindService:
+	case len(o.ownerPods) > 0:
+		n.uid = true
+	default:
+		n.server = true
+	}
+}
+
+// newPodIndex builds, presized, the maps that need asks for; the others
+// stay nil (reading a nil map finds nothing, and nothing reads them).
+func newPodIndex(in *inventory, pods []int32, need podIndexNeeds) podIndex {
+	var idx podIndex
+	if need.uid {
+		idx.byUID = make(map[types.UID]struct{}, len(pods))
+	}
+	if need.server {
+		idx.byServer = make(map[ServerKey]struct{}, len(pods))
+	}
+	if need.namespace {
+		idx.byNamespace = map[string]struct{}{}
+	}
+	for _, i := range pods {
+		o := &in.objects[i]
+		if need.uid {
+			idx.byUID[o.meta.UID] = struct{}{}
+		}
+		if need.namespace {
+			idx.byNamespace[o.meta.Namespace] = struct{}{}
+		}
+		if need.server && o.attributed {
+			idx.byServer[o.key] = struct{}{}
+		}
+	}
+	return idx
+}
+
+// judgePod needs only the known servers.
+func judgePod(known *Known, o *object) Reason {
 	if !o.attributed {
 		return ReasonUnattributed
 	}
 	running, serverKnown := known.servers[o.key]
-	_, userKnown := known.users[o.key.User]
+	switch {
+	case !serverKnown:
+		return ReasonServerUnknown
+	case !running:
+		return ReasonServerNotRunning
+	}
+	return ""
+}
+
+func judge(known *Known, o *object, pods podIndex) Reason {
+	if !o.attributed {
+		return ReasonUnattributed
+	}
 	switch o.kind {
 	case KindPod:
-		switch {
-		case !serverKnown:
-			return ReasonServerUnknown
-		case !running:
-			return ReasonServerNotRunning
-		}
+		return judgePod(known, o)
 	case KindPVC:
 		// A claim belongs to the user, not to a running server.
-		if !userKnown {
+		if _, userKnown := known.users[o.key.User]; !userKnown {
 			return ReasonUserUnknown
 		}
 	case KindSecret, KindService:
-		if !serverKnown {
+		if _, serverKnown := known.servers[o.key]; !serverKnown {
 			return ReasonServerUnknown
 		}
 		if len(o.ownerPods) > 0 {
 			for _, uid := range o.ownerPods {
-				if livePods[uid] {
+				if _, live := pods.byUID[uid]; live {
 					return ""
 				}
 			}
 			return ReasonOwnerGone
 		}
-		if !podsByServer[o.key] {
+		if _, live := pods.byServer[o.key]; !live {
 			return ReasonOwnerGone
 		}
 	case KindNamespace:
-		if !userKnown && !podsByNamespace[o.meta.Name] {
+		_, userKnown := known.users[o.key.User]
+		if _, hasPods := pods.byNamespace[o.meta.Name]; !userKnown && !hasPods {
 			return ReasonUserUnknown
 		}
 	}

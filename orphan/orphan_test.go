@@ -18,7 +18,6 @@ import (
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/naming"
-	"github.com/spawnkit/spawnkit/reflector"
 )
 
 var cluster *testcluster.Cluster
@@ -298,16 +297,10 @@ func TestListAtScale(t *testing.T) {
 func BenchmarkDiff(b *testing.B) {
 	const n = 100_000
 	known := NewKnown(n)
-	in := &inventory{objects: make([]object, 0, n)}
 	for i := range n {
-		user := fmt.Sprintf("user%06d", i)
-		known.Add(user, "", i%100 != 0)
-		in.objects = append(in.objects, object{
-			kind:       KindPod,
-			meta:       metav1.ObjectMeta{Name: "jupyter-" + user, Namespace: "jhub", UID: types.UID(fmt.Sprint(i))},
-			attributed: true, key: ServerKey{User: user},
-		})
+		known.Add(fmt.Sprintf("user%06d", i), "", i%100 != 0)
 	}
+	in := benchInventory(n)
 	b.ReportAllocs()
 	for b.Loop() {
 		if got := diff(known, in, AllKinds); len(got) != n/100 {
@@ -391,25 +384,5 @@ func TestSweepersWithLeaderElection(t *testing.T) {
 	}
 	if found < 1 || deleted != 1 {
 		t.Errorf("metrics: %v found, %v deleted; want the stray pod found and deleted once", found, deleted)
-	}
-}
-
-func TestListFromRegistry(t *testing.T) {
-	testcluster.Require(t, cluster)
-	ns, _, _, known := scenario(t)
-	r, err := reflector.New(reflector.Options{Config: cluster.Config, PodLabelSelector: DefaultSelector})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromCache, err := List(t.Context(), known, Options{Client: cluster.Client, Namespaces: []string{ns}, Registry: r})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromList, err := List(t.Context(), known, Options{Client: cluster.Client, Namespaces: []string{ns}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a, b := summary(fromCache, ns), summary(fromList, ns); !slices.Equal(a, b) || len(a) == 0 {
-		t.Errorf("from the shared cache %v, from LIST %v", a, b)
 	}
 }

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -482,6 +484,28 @@ func serverEnv(cfg *Config, r *rendered, opts StartOptions) envDict {
 			continue
 		}
 		d.set(e.Name, e.Value)
+	}
+	// JupyterHub's get_env adds MEM_LIMIT, MEM_GUARANTEE, CPU_LIMIT and
+	// CPU_GUARANTEE from the Spawner's limits. A hub that did not (a Go
+	// hub, or a JupyterHub whose limits live in this configuration) gets
+	// them from here, in JupyterHub's format (integer bytes, Python
+	// floats); the hub's own values win.
+	for _, v := range []struct {
+		name string
+		q    resource.Quantity
+		cpu  bool
+	}{
+		{"MEM_LIMIT", cfg.Pod.MemLimit, false}, {"MEM_GUARANTEE", cfg.Pod.MemGuarantee, false},
+		{"CPU_LIMIT", cfg.Pod.CPULimit, true}, {"CPU_GUARANTEE", cfg.Pod.CPUGuarantee, true},
+	} {
+		if v.q.IsZero() || slices.ContainsFunc(d, func(e EnvEntry) bool { return e.Name == v.name }) {
+			continue
+		}
+		if v.cpu {
+			d.set(v.name, pyFloatString(v.q.AsApproximateFloat64()))
+		} else {
+			d.set(v.name, strconv.FormatInt(v.q.Value(), 10))
+		}
 	}
 	for _, e := range cfg.environmentEntries() {
 		d.set(e.Name, e.Value)

@@ -154,3 +154,33 @@ func TestPlanRejectsWhatCanOnlyFailLater(t *testing.T) {
 		}
 	}
 }
+
+// TestDerivedLimitEnv: a hub that does not pass JupyterHub's
+// MEM_LIMIT/CPU_LIMIT variables gets them from the configuration, in
+// JupyterHub's format; a hub that does keeps its own.
+func TestDerivedLimitEnv(t *testing.T) {
+	cfg, err := LoadConfig([]byte("image: base:1\nmem_limit: 2.5G\nmem_guarantee: 1G\ncpu_limit: 2\ncpu_guarantee: 0.25\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := func(opts StartOptions) map[string]string {
+		o, err := Plan(t.Context(), naming.Server{Username: "lim"}, cfg, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, e := range o.Pod.Spec.Containers[0].Env {
+			out[e.Name] = e.Value
+		}
+		return out
+	}
+	got := env(StartOptions{})
+	for k, want := range map[string]string{"MEM_LIMIT": "2684354560", "MEM_GUARANTEE": "1073741824", "CPU_LIMIT": "2.0", "CPU_GUARANTEE": "0.25"} {
+		if got[k] != want {
+			t.Errorf("%s = %q, want %q", k, got[k], want)
+		}
+	}
+	if got := env(StartOptions{Env: []corev1.EnvVar{{Name: "MEM_LIMIT", Value: "1"}}}); got["MEM_LIMIT"] != "1" {
+		t.Errorf("the hub's MEM_LIMIT was replaced: %q", got["MEM_LIMIT"])
+	}
+}
