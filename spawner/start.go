@@ -329,7 +329,8 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 				// under load; a progress stream without any pod event
 				// tells the user nothing. So a start that has seen none
 				// waits for them a moment (woken by the subscription),
-				// never longer than eventGrace.
+				// never longer than eventGrace (short: it is added to the start
+				// time of exactly those starts whose events lag).
 				if events == nil || len(seen) > 0 || graceOver {
 					return pod, "", nil
 				}
@@ -365,7 +366,7 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 
 // eventGrace bounds how long a ready pod's start waits for its first pod
 // event to reach the progress stream.
-const eventGrace = time.Second
+const eventGrace = 300 * time.Millisecond
 
 // waitReason is Timeout when start_timeout (not the caller) ended the wait.
 func (s *Spawner) waitReason(ctx, wctx context.Context) string {
