@@ -12,15 +12,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-const uidIndex = "uid"
-
-func podUIDIndexFunc(obj any) ([]string, error) {
-	if p, ok := obj.(*corev1.Pod); ok {
-		return []string{string(p.UID)}, nil
-	}
-	return nil, nil
-}
-
 // ErrReleased is returned by every read of a handle (Pods, Events) after
 // its Release or after Registry.Close.
 var ErrReleased = errors.New("reflector: handle already released")
@@ -45,7 +36,7 @@ func (r *Registry) Pods(ctx context.Context, namespace string) (*Pods, error) {
 	return &Pods{h: handle{r: r, e: e}}, nil
 }
 
-func (r *Registry) podChanged(obj any, deleted bool) {
+func (r *Registry) podChanged(e *entry, obj any, deleted bool) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
@@ -53,6 +44,7 @@ func (r *Registry) podChanged(obj any, deleted bool) {
 	if !ok {
 		return
 	}
+	e.uids.observe(pod, deleted)
 	if deleted {
 		r.forgetEvents(pod.UID, pod.Namespace, pod.Name)
 	}
@@ -72,26 +64,48 @@ func (p *Pods) WaitForSync(ctx context.Context) error { return p.h.waitSynced(ct
 // does not have it. It waits for the first sync, bounded by ctx, so it
 // never reports a running pod as missing because the cache was empty.
 func (p *Pods) Get(ctx context.Context, namespace, name string) (*corev1.Pod, bool, error) {
+	return p.GetByKey(ctx, podKey(namespace, name))
+}
+
+// PodKey is the key of the pod namespace/name, for GetByKey.
+func PodKey(namespace, name string) string { return podKey(namespace, name) }
+
+// GetByKey is Get by the pod's key (PodKey), for a caller that reads the
+// same pod often and builds its key once: it allocates nothing.
+func (p *Pods) GetByKey(ctx context.Context, key string) (*corev1.Pod, bool, error) {
 	if err := p.h.waitSynced(ctx); err != nil {
 		return nil, false, err
 	}
-	obj, ok, err := p.h.e.informer.GetIndexer().GetByKey(podKey(namespace, name))
+	obj, ok, err := p.h.e.informer.GetIndexer().GetByKey(key)
 	if err != nil || !ok {
 		return nil, false, err
 	}
 	return obj.(*corev1.Pod), true, nil
 }
 
-// GetByUID returns the cached pod with uid.
+// GetByUID returns the cached pod with uid, or false when the informer
+// (having synced) does not have it. Like Get it never misses a cached
+// pod: a pod the handler's uid map has not seen yet is found by a scan.
 func (p *Pods) GetByUID(ctx context.Context, uid types.UID) (*corev1.Pod, bool, error) {
 	if err := p.h.waitSynced(ctx); err != nil {
 		return nil, false, err
 	}
-	objs, err := p.h.e.informer.GetIndexer().ByIndex(uidIndex, string(uid))
-	if err != nil || len(objs) == 0 {
-		return nil, false, err
+	indexer := p.h.e.informer.GetIndexer()
+	if seen := p.h.e.uids.get(uid); seen != nil {
+		obj, ok, err := indexer.GetByKey(podKey(seen.Namespace, seen.Name))
+		if err != nil {
+			return nil, false, err
+		}
+		if pod, _ := obj.(*corev1.Pod); ok && pod.UID == uid {
+			return pod, true, nil
+		}
 	}
-	return objs[0].(*corev1.Pod), true, nil
+	for _, obj := range indexer.List() {
+		if pod := obj.(*corev1.Pod); pod.UID == uid {
+			return pod, true, nil
+		}
+	}
+	return nil, false, nil
 }
 
 // List returns every cached pod, in namespace when it is not "" (useful
@@ -127,21 +141,23 @@ func (p *Pods) Status() Status { return p.h.e.status() }
 // documentation), so that a hub with thousands of servers keeps a small
 // cache. Kept: name, namespace, uid, resourceVersion, creation and
 // deletion timestamps, labels, annotations and owner references;
-// spec.nodeName and each container's and init container's name and
-// ports; status phase, reason, message, podIP, podIPs, hostIP,
-// conditions (type, status, reason, message, last transition) and each
-// container's and init container's status (name, state, ready,
-// restartCount). Everything else is dropped: managedFields, images,
-// volumes, env, resources, probes, the rest of the spec and status.
-// Strings that many pods share (label and annotation keys, condition
-// types, reasons) are interned.
+// spec.nodeName and each container's name and ports (not init
+// containers'); status phase, reason, message, podIP, podIPs, hostIP, the
+// PodReady and PodScheduled conditions (type, status, reason, message,
+// last transition) and each container's and init container's status
+// (name, state, ready, restartCount). Everything else is dropped:
+// managedFields, images, volumes, env, resources, probes, the other
+// conditions (Initialized, ContainersReady, PodReadyToStartContainers),
+// the rest of the spec and status. Strings that many pods share (kind and
+// apiVersion, label and annotation keys, port names and protocols,
+// condition types, reasons) are interned.
 func TransformPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
 	out := &corev1.Pod{
-		TypeMeta: pod.TypeMeta,
+		TypeMeta: metav1.TypeMeta{Kind: intern(pod.Kind), APIVersion: intern(pod.APIVersion)},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:                       pod.Name,
 			Namespace:                  intern(pod.Namespace),
@@ -155,9 +171,8 @@ func TransformPod(obj any) (any, error) {
 			OwnerReferences:            pod.OwnerReferences,
 		},
 		Spec: corev1.PodSpec{
-			NodeName:       intern(pod.Spec.NodeName),
-			Containers:     trimContainers(pod.Spec.Containers),
-			InitContainers: trimContainers(pod.Spec.InitContainers),
+			NodeName:   intern(pod.Spec.NodeName),
+			Containers: trimContainers(pod.Spec.Containers),
 		},
 		Status: corev1.PodStatus{
 			Phase:                 corev1.PodPhase(intern(string(pod.Status.Phase))),
@@ -179,19 +194,36 @@ func TransformPod(obj any) (any, error) {
 			out.Status.PodIPs[i] = ip
 		}
 	}
-	if cs := pod.Status.Conditions; len(cs) > 0 {
-		out.Status.Conditions = make([]corev1.PodCondition, len(cs))
-		for i, c := range cs {
-			out.Status.Conditions[i] = corev1.PodCondition{
+	out.Status.Conditions = trimConditions(pod.Status.Conditions)
+	return out, nil
+}
+
+// trimConditions keeps the conditions spawnkit reads: PodReady (whether
+// and since when a server is ready) and PodScheduled (why it cannot be
+// scheduled).
+func trimConditions(cs []corev1.PodCondition) []corev1.PodCondition {
+	n := 0
+	for _, c := range cs {
+		if c.Type == corev1.PodReady || c.Type == corev1.PodScheduled {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]corev1.PodCondition, 0, n)
+	for _, c := range cs {
+		if c.Type == corev1.PodReady || c.Type == corev1.PodScheduled {
+			out = append(out, corev1.PodCondition{
 				Type:               corev1.PodConditionType(intern(string(c.Type))),
 				Status:             corev1.ConditionStatus(intern(string(c.Status))),
 				Reason:             intern(c.Reason),
 				Message:            c.Message,
 				LastTransitionTime: c.LastTransitionTime,
-			}
+			})
 		}
 	}
-	return out, nil
+	return out
 }
 
 func trimContainers(cs []corev1.Container) []corev1.Container {
@@ -200,7 +232,19 @@ func trimContainers(cs []corev1.Container) []corev1.Container {
 	}
 	out := make([]corev1.Container, len(cs))
 	for i, c := range cs {
-		out[i] = corev1.Container{Name: intern(c.Name), Ports: c.Ports}
+		out[i] = corev1.Container{Name: intern(c.Name), Ports: trimPorts(c.Ports)}
+	}
+	return out
+}
+
+func trimPorts(ps []corev1.ContainerPort) []corev1.ContainerPort {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]corev1.ContainerPort, len(ps))
+	for i, p := range ps {
+		p.Name, p.Protocol, p.HostIP = intern(p.Name), corev1.Protocol(intern(string(p.Protocol))), intern(p.HostIP)
+		out[i] = p
 	}
 	return out
 }

@@ -102,9 +102,16 @@ type entry struct {
 	// events is the index of an event informer, built by its handler;
 	// nil for pods.
 	events *eventIndex
+	// uids maps a pod informer's pods by uid, built by its handler; nil
+	// for events.
+	uids   *podUIDs
 	refs   int // guarded by Registry.mu
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the informer has stopped
+	// synced is set once the informer has synced (which it never
+	// undoes), so that a read after that checks one atomic, not the
+	// informer's locks.
+	synced atomic.Bool
 }
 
 // New creates a Registry. It starts nothing until an informer is asked for.
@@ -202,10 +209,11 @@ func (r *Registry) acquire(ctx context.Context, key Key) (*entry, error) {
 	var handler cache.ResourceEventHandlerFuncs
 	switch key.Resource {
 	case ResourcePods:
+		e.uids = newPodUIDs()
 		handler = cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { r.podChanged(obj, false) },
-			UpdateFunc: func(_, obj any) { r.podChanged(obj, false) },
-			DeleteFunc: func(obj any) { r.podChanged(obj, true) },
+			AddFunc:    func(obj any) { r.podChanged(e, obj, false) },
+			UpdateFunc: func(_, obj any) { r.podChanged(e, obj, false) },
+			DeleteFunc: func(obj any) { r.podChanged(e, obj, true) },
 		}
 	case ResourceEvents:
 		e.events = newEventIndex(r.maxEvent)
@@ -261,7 +269,6 @@ func (r *Registry) newInformer(key Key, h *health) cache.SharedIndexInformer {
 		pods := r.client.CoreV1().Pods(key.Namespace)
 		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) }
 		watchFn = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return pods.Watch(ctx, o) }
-		indexers[uidIndex] = podUIDIndexFunc
 		transform = TransformPod
 	case ResourceEvents:
 		example = &corev1.Event{}
@@ -332,8 +339,12 @@ func waitSynced(ctx context.Context, e *entry) error {
 		return ErrReleased
 	default:
 	}
+	if e.synced.Load() {
+		return nil // the common case
+	}
 	if e.informer.HasSynced() {
-		return nil // the common case, without building a checker
+		e.synced.Store(true)
+		return nil
 	}
 	select {
 	case <-e.informer.HasSyncedChecker().Done():

@@ -9,9 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
 )
 
 // Status is what Poll reports, following KubeSpawner's contract.
@@ -49,17 +51,34 @@ type Status struct {
 // with a UID precondition so that a newer pod of a racing Start is never
 // touched. Poll does not wait for an operation in flight.
 func (s *Spawner) Poll(ctx context.Context) (Status, error) {
-	if s.isClosed() {
+	// One lock for the common case: the key, the informer handle, and
+	// the URL last built, all from the same state.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
 		return Status{}, ErrClosed
 	}
-	s.mu.Lock()
 	ns, name := s.state.Namespace, s.state.PodName
-	s.mu.Unlock()
-	pods, err := s.podsHandle(ctx, ns)
-	if err != nil {
-		return Status{}, err
+	key := s.poll.keyFor(ns, name)
+	in := urlInputsOf(&s.state, nil)
+	url, urlOf, last := s.poll.url, s.poll.urlOf, s.state.URL
+	pods := s.pods
+	if informerNS := ns; pods != nil {
+		if s.b.cfg.EnableUserNamespaces {
+			informerNS = metav1.NamespaceAll // as podsHandle takes it
+		}
+		if pods.Namespace() != informerNS {
+			pods = nil
+		}
 	}
-	pod, ok, err := pods.Get(ctx, ns, name)
+	s.mu.Unlock()
+	if pods == nil {
+		var err error
+		if pods, err = s.podsHandle(ctx, ns); err != nil {
+			return Status{}, err
+		}
+	}
+	pod, ok, err := pods.GetByKey(ctx, key)
 	if err != nil {
 		return Status{}, fmt.Errorf("spawner: polling pod %s/%s: %w", ns, name, err)
 	}
@@ -67,7 +86,7 @@ func (s *Spawner) Poll(ctx context.Context) (Status, error) {
 		x := podExit(nil)
 		return Status{ExitCode: x.Code, Reason: x.Reason, Message: x.Message}, nil
 	}
-	if err := s.checkOwner("Pod", pod, true); err != nil {
+	if !ownedBy(s.server, pod) && s.checkOwner("Pod", pod, true) != nil {
 		// Another server's pod under this name is not this server.
 		x := podExit(nil)
 		return Status{ExitCode: x.Code, Reason: x.Reason, Message: x.Message}, nil
@@ -99,16 +118,72 @@ func (s *Spawner) Poll(ctx context.Context) (Status, error) {
 		}
 	}
 	if pod.Status.PodIP != "" {
-		s.mu.Lock()
-		st.URL = s.state.urlFor(pod)
-		last := s.state.URL
-		s.mu.Unlock()
+		in.uid, in.podIP = pod.UID, pod.Status.PodIP
+		if url == "" || urlOf != in {
+			s.mu.Lock()
+			url, last = s.poll.urlFor(&s.state, pod), s.state.URL
+			s.mu.Unlock()
+		}
+		st.URL = url
 		if s.b.hooks.PodURL != nil {
 			st.URL = s.b.hooks.PodURL(s, pod, st.URL)
 		}
 		st.URLChanged = last != "" && last != st.URL
 	}
 	return st, nil
+}
+
+// pollCache holds what Poll derives from the state and the cached pod,
+// so that polling a running server allocates nothing: the pod's cache
+// key, built when the pod's name changes, and the URL, built when the
+// pod (its UID), its IP or the state's URL inputs change.
+type pollCache struct {
+	ns, name, key string
+	url           string
+	urlOf         urlInputs
+}
+
+// urlInputs is everything State.urlFor reads.
+type urlInputs struct {
+	uid                  types.UID
+	podIP                string
+	port                 int32
+	ssl, services        bool
+	connectHost, dnsName string
+}
+
+func (c *pollCache) keyFor(ns, name string) string {
+	if c.key == "" || c.ns != ns || c.name != name {
+		c.ns, c.name, c.key = ns, name, reflector.PodKey(ns, name)
+	}
+	return c.key
+}
+
+// urlInputsOf returns what st.urlFor(pod) reads; a nil pod leaves its
+// part empty.
+func urlInputsOf(st *State, pod *corev1.Pod) urlInputs {
+	in := urlInputs{port: st.Port, ssl: st.SSL, services: st.Services, connectHost: st.ConnectHost, dnsName: st.DNSName}
+	if pod != nil {
+		in.uid, in.podIP = pod.UID, pod.Status.PodIP
+	}
+	return in
+}
+
+// urlFor is st.urlFor(pod), built again only when its inputs change.
+func (c *pollCache) urlFor(st *State, pod *corev1.Pod) string {
+	in := urlInputsOf(st, pod)
+	if c.url == "" || c.urlOf != in {
+		c.url, c.urlOf = st.urlFor(pod), in
+	}
+	return c.url
+}
+
+// ownedBy reports whether pod is want's by checkOwner's rule (server
+// name included), without building checkOwner's error, which costs Poll
+// an allocation. A false answer is only a hint: Poll asks checkOwner.
+func ownedBy(want naming.Server, pod *corev1.Pod) bool {
+	user, ok := pod.Annotations[naming.AnnotationUsername]
+	return ok && user == want.Username && pod.Annotations[naming.AnnotationServername] == want.Servername
 }
 
 // StopOptions configure Stop.
@@ -175,7 +250,7 @@ func (s *Spawner) stop(ctx context.Context, opts StopOptions) error {
 	if pod == nil {
 		return s.waitPodGone(ctx, pods, sub, st.Namespace, st.PodName, "")
 	}
-	if err := s.checkOwner("Pod", pod, true); err != nil {
+	if !ownedBy(s.server, pod) && s.checkOwner("Pod", pod, true) != nil {
 		return err
 	}
 	if err := s.deletePod(ctx, pods, sub, st.Namespace, st.PodName, grace, pod.UID); err != nil {

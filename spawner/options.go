@@ -152,6 +152,7 @@ type Spawner struct {
 	// Start never restart an informer (a fresh LIST each time).
 	pods   *reflector.Pods
 	events *reflector.Events
+	poll   pollCache // Poll's key and URL, rebuilt when their inputs change
 }
 
 // New creates a Spawner for one server. It checks the base configuration
