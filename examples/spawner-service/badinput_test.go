@@ -59,11 +59,11 @@ func TestBadNamesInPath(t *testing.T) {
 // TestManagerErrorsMapToStatus: what a caller's input causes is a 4xx
 // with the reason, not a 500.
 func TestManagerErrorsMapToStatus(t *testing.T) {
-	cfg, err := spawner.LoadConfig([]byte("image: x\nport: 70000"))
-	if err != nil {
-		t.Fatal(err)
+	// A bad option is a *ConfigError from LoadConfig itself.
+	_, planErr := spawner.LoadConfig([]byte("image: x\nport: 70000"))
+	if planErr == nil {
+		t.Fatal("port 70000 loaded")
 	}
-	_, planErr := spawner.Plan(t.Context(), naming.Server{Username: "u"}, cfg, spawner.StartOptions{})
 	escape, err := naming.New(naming.Options{Scheme: naming.SchemeEscape})
 	if err != nil {
 		t.Fatal(err)
