@@ -250,8 +250,10 @@ func (s *Spawner) stop(ctx context.Context, opts StopOptions) error {
 	if pod == nil {
 		return s.waitPodGone(ctx, pods, sub, st.Namespace, st.PodName, "")
 	}
-	if !ownedBy(s.server, pod) && s.checkOwner("Pod", pod, true) != nil {
-		return err
+	if !ownedBy(s.server, pod) {
+		if err := s.checkOwner("Pod", pod, true); err != nil {
+			return err
+		}
 	}
 	if err := s.deletePod(ctx, pods, sub, st.Namespace, st.PodName, grace, pod.UID); err != nil {
 		return fmt.Errorf("spawner: stopping pod %s/%s: %w", st.Namespace, st.PodName, err)
