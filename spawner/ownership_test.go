@@ -147,17 +147,7 @@ func TestStopCancelsAStartInFlight(t *testing.T) {
 	cfg.StorageCapacity = resource.MustParse("1Gi")
 	s := newSpawner(t, naming.Server{Username: "stopper"}, cfg)
 	ctx := ctxTimeout(t, 60*time.Second)
-	stream := NewStream()
-	opts := hubStart()
-	opts.OnProgress = stream.Publish
-	started := make(chan error, 1)
-	go func() { _, err := s.Start(ctx, opts); started <- err }()
-	// Wait until the pod exists.
-	for e := range stream.Events(ctx, 0) {
-		if e.Event != nil {
-			break
-		}
-	}
+	stream, started := startUntilPodEvent(t, ctx, ctx, s)
 	begin := time.Now()
 	stopCtx := ctxTimeout(t, 8*time.Second)
 	if err := s.Stop(stopCtx, StopOptions{}); err != nil {
@@ -190,16 +180,7 @@ func TestCloseCancelsAStartAndIsTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxTimeout(t, 60*time.Second)
-	stream := NewStream()
-	opts := hubStart()
-	opts.OnProgress = stream.Publish
-	started := make(chan error, 1)
-	go func() { _, err := s.Start(ctx, opts); started <- err }()
-	for e := range stream.Events(ctx, 0) {
-		if e.Event != nil {
-			break
-		}
-	}
+	_, started := startUntilPodEvent(t, ctx, ctx, s)
 	s.Close()
 	if err := <-started; !errors.Is(err, ErrClosed) {
 		t.Fatalf("Start cancelled by Close = %v; want ErrClosed", err)
@@ -224,16 +205,7 @@ func TestDetachedStartIsResumed(t *testing.T) {
 	s := newSpawner(t, naming.Server{Username: "detacher"}, cfg)
 	ctx := ctxTimeout(t, 60*time.Second)
 	sctx, cancel := context.WithCancelCause(ctx)
-	stream := NewStream()
-	opts := hubStart()
-	opts.OnProgress = stream.Publish
-	started := make(chan error, 1)
-	go func() { _, err := s.Start(sctx, opts); started <- err }()
-	for e := range stream.Events(ctx, 0) {
-		if e.Event != nil {
-			break
-		}
-	}
+	_, started := startUntilPodEvent(t, ctx, sctx, s)
 	cancel(ErrDetach)
 	err := <-started
 	var se *StartError
@@ -271,16 +243,7 @@ func TestPodDeletedDuringStartFailsAtOnce(t *testing.T) {
 	cfg.StartTimeout = 60
 	s := newSpawner(t, naming.Server{Username: "victim"}, cfg)
 	ctx := ctxTimeout(t, 60*time.Second)
-	stream := NewStream()
-	opts := hubStart()
-	opts.OnProgress = stream.Publish
-	started := make(chan error, 1)
-	go func() { _, err := s.Start(ctx, opts); started <- err }()
-	for e := range stream.Events(ctx, 0) {
-		if e.Event != nil {
-			break
-		}
-	}
+	_, started := startUntilPodEvent(t, ctx, ctx, s)
 	begin := time.Now()
 	if err := cluster.Client.CoreV1().Pods(ns).Delete(ctx, s.State().PodName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -292,4 +255,23 @@ func TestPodDeletedDuringStartFailsAtOnce(t *testing.T) {
 	if d := time.Since(begin); d > 10*time.Second {
 		t.Errorf("noticing the deleted pod took %s", d)
 	}
+}
+
+// startUntilPodEvent runs s.Start(startCtx) in the background and returns
+// once its progress shows the first pod event (the pod exists), with the
+// stream and the channel that receives Start's error.
+func startUntilPodEvent(t *testing.T, ctx, startCtx context.Context, s *Spawner) (*Stream, <-chan error) {
+	t.Helper()
+	stream := NewStream()
+	opts := hubStart()
+	opts.OnProgress = stream.Publish
+	started := make(chan error, 1)
+	go func() { _, err := s.Start(startCtx, opts); started <- err }()
+	for e := range stream.Events(ctx, 0) {
+		if e.Event != nil {
+			return stream, started
+		}
+	}
+	t.Fatal("the start ended before any pod event")
+	return nil, nil
 }
