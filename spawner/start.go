@@ -338,6 +338,10 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 					grace = s.b.clock.After(eventGrace)
 				}
 			}
+		case ok && !inCache:
+			// The cache still holds an older pod of this name (its deletion
+			// not yet seen); ours comes next. A pod replaced before the
+			// cache ever showed ours is caught by the API check below.
 		case ok:
 			return nil, ReasonPodGone, fmt.Errorf("%w: pod %s/%s now has uid %s, not %s", ErrPodGone, pod.Namespace, pod.Name, pod.UID, created.UID)
 		case inCache:
