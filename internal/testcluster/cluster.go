@@ -136,6 +136,11 @@ type Cluster struct {
 	stopResponders context.CancelFunc
 	respondersDone chan struct{}
 	respondersLog  *os.File
+	// stopFinisher ends the pod finisher (Lifecycle only); finisherDone is
+	// closed when it has stopped.
+	stopFinisher context.CancelFunc
+	finisherDone chan struct{}
+	finisherLog  *os.File
 }
 
 const (
@@ -211,6 +216,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 		c.PodCIDR = podCIDR.String()
 		if err := c.startLifecycle(ctx, binDir, opts.Nodes, podCIDR); err != nil {
+			return c, err
+		}
+		if err := c.startFinisher(ctx); err != nil {
 			return c, err
 		}
 		c.Timings.Nodes = time.Since(step)
@@ -521,6 +529,15 @@ func (c *Cluster) Stop() error {
 	if c.respondersLog != nil {
 		c.respondersLog.Close()
 		c.respondersLog = nil
+	}
+	if c.stopFinisher != nil {
+		c.stopFinisher()
+		<-c.finisherDone
+		c.stopFinisher = nil
+	}
+	if c.finisherLog != nil {
+		c.finisherLog.Close()
+		c.finisherLog = nil
 	}
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		if err := c.procs[i].stop(10 * time.Second); err != nil {

@@ -640,3 +640,60 @@ func TestKilledBinaryLeavesNoProcesses(t *testing.T) {
 		t.Fatalf("components %v outlived the killed test binary", left)
 	}
 }
+
+// TestGracefulDeleteNeverRemovesANewPodOfTheSameName: the simulated
+// kubelet finishes a graceful delete with a UID precondition, as the real
+// one does, so a pod re-created under the name of one whose graceful
+// delete is still pending survives it. kwok's own pod-delete stage (by
+// name alone) failed this in some rounds.
+func TestGracefulDeleteNeverRemovesANewPodOfTheSameName(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	ns := newNamespace(t)
+	ctx := ctxTimeout(t, 120*time.Second)
+	pods := c.Client.CoreV1().Pods(ns)
+	running := func(p *corev1.Pod) (bool, error) { return p != nil && p.Status.Phase == corev1.PodRunning, nil }
+	for round := range 10 {
+		old, err := pods.Create(ctx, testPod("reused", nil), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("round %d: create: %v", round, err)
+		}
+		if _, err := c.WaitForPod(ctx, ns, "reused", running); err != nil {
+			t.Fatal(err)
+		}
+		// A graceful delete (the kubelet's turn to finish it), then a
+		// forced one before the kubelet has, then a new pod at once.
+		if err := pods.Delete(ctx, "reused", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](30)}); err != nil {
+			t.Fatalf("round %d: graceful delete: %v", round, err)
+		}
+		err = pods.Delete(ctx, "reused", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &old.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			t.Fatalf("round %d: forced delete: %v", round, err)
+		}
+		var fresh *corev1.Pod
+		for fresh == nil {
+			fresh, err = pods.Create(ctx, testPod("reused", nil), metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				fresh = nil
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			if err != nil {
+				t.Fatalf("round %d: re-create: %v", round, err)
+			}
+		}
+		if _, err := c.WaitForPod(ctx, ns, "reused", running); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		got, err := pods.Get(ctx, "reused", metav1.GetOptions{})
+		if err != nil || got.UID != fresh.UID || got.DeletionTimestamp != nil {
+			t.Fatalf("round %d: the new pod (uid %s) after the old one's pending delete: %v, %v", round, fresh.UID, got, err)
+		}
+		if err := pods.Delete(ctx, "reused", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.WaitForPod(ctx, ns, "reused", testcluster.PodGone); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -39,6 +39,12 @@
 // fatal. Responders log to responders.log in LogDir and are stopped, every
 // goroutine ended, by Stop.
 //
+// A graceful pod delete is finished as the kubelet finishes it: once the
+// pod has a deletion timestamp and no finalizers it is deleted with a UID
+// precondition (finisher.go), so a pending delete never removes a new pod
+// of the same name. kwok's pod-delete stage, which deletes by name alone,
+// is not used.
+//
 // StopAPIServer and StartAPIServer take the API away and bring it back
 // (same address, same certificates, etcd untouched) to test how clients
 // ride out an outage; WaitForPod watches one pod until a condition holds.
