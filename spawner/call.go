@@ -23,20 +23,30 @@ import (
 // tried again.
 func (s *Spawner) call(ctx context.Context, op func(ctx context.Context) error) error {
 	cfg := &s.b.cfg
+	base := cfg.K8sAPIRequestTimeout.Duration()
+	timeout := base
 	return retry.Do(ctx, retry.Options{
 		MaxElapsed: cfg.K8sAPIRequestRetryTimeout.Duration(),
 		Retryable:  retryable,
 	}, func(ctx context.Context) error {
-		timeout := cfg.K8sAPIRequestTimeout.Duration()
 		reqCtx, cancel := s.b.requestContext(ctx, timeout)
 		defer cancel()
 		err := op(reqCtx)
 		if err != nil && ctx.Err() == nil && errors.Is(context.Cause(reqCtx), context.DeadlineExceeded) {
-			return fmt.Errorf("%w after %s (k8s_api_request_timeout): %w", errRequestTimeout, timeout, err)
+			err = fmt.Errorf("%w after %s (k8s_api_request_timeout): %w", errRequestTimeout, timeout, err)
+			// A server too slow for one try is as slow for the next: a
+			// fixed timeout would fail every try of a create that takes
+			// 3.5 s on an overloaded API server. So the timeout doubles
+			// after each try that ran out of it, up to maxTimeoutGrowth
+			// times k8s_api_request_timeout.
+			timeout = min(2*timeout, maxTimeoutGrowth*base)
 		}
 		return err
 	})
 }
+
+// maxTimeoutGrowth caps how far call lets the per-request timeout grow.
+const maxTimeoutGrowth = 4
 
 // requestContext bounds one request by timeout, counted from the moment
 // the request leaves the client rather than from the call. client-go

@@ -33,7 +33,10 @@
 // bounded by the retry budget instead), and retried with exponential
 // backoff and jitter within k8s_api_request_retry_timeout when its error
 // is on an allow-list: 429, 500, 503, 504, timeouts, connection errors
-// and errors that suggest a client delay.
+// and errors that suggest a client delay. A try that ran out of
+// k8s_api_request_timeout is retried with twice the timeout, up to four
+// times the setting: an overloaded API server that needs 4 s for a create
+// would otherwise fail every try of a 3 s timeout.
 //
 // A start ends early when a container waits for one of fatal_reasons, when
 // a container's image pull fails for the second time (ErrImagePull, a

@@ -294,7 +294,7 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 	var grace <-chan time.Time // running once the pod is ready without events seen
 	graceOver := false
 	for {
-		if events != nil {
+		if events != nil && em.fn != nil {
 			if evs, err := events.ForUID(wctx, created.UID); err == nil {
 				for _, e := range evs {
 					key := string(e.UID) + "/" + strconv.Itoa(int(e.Count))
@@ -330,8 +330,10 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 				// tells the user nothing. So a start that has seen none
 				// waits for them a moment (woken by the subscription),
 				// never longer than eventGrace (short: it is added to the start
-				// time of exactly those starts whose events lag).
-				if events == nil || len(seen) > 0 || graceOver {
+				// time of exactly those starts whose events lag). A start
+				// without an OnProgress callback has nobody to show them
+				// to, and does not wait.
+				if events == nil || em.fn == nil || len(seen) > 0 || graceOver {
 					return pod, "", nil
 				}
 				if grace == nil {
