@@ -60,9 +60,10 @@ func TestJupyterHub(t *testing.T) {
 // spawn-pending page shows them; the proxy routes /user/alice/ to the pod.
 func testStartProgressAndProxy(t *testing.T, s *stack) {
 	ctx := t.Context()
-	// The slow-boot profile keeps the server refusing connections for a
-	// while after its pod is Ready, so the start is still pending when the
-	// progress stream and the browser look at it.
+	// The slow-boot profile keeps the server refusing connections after
+	// its pod is Ready until the test lets it go, so the start is still
+	// pending when the progress stream and the browser look at it, however
+	// slow the browser is.
 	s.startServer(ctx, t, "alice", "", map[string]string{"profile": "slow-boot"})
 
 	type result struct {
@@ -78,6 +79,7 @@ func testStartProgressAndProxy(t *testing.T, s *stack) {
 	}()
 
 	screenshotSpawnPending(t, s, "alice", "")
+	s.release(ctx, t, "alice", "")
 
 	r := <-streamed
 	if r.err != nil {

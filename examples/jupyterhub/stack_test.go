@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/naming"
@@ -202,8 +203,9 @@ c.JupyterHub.load_roles = [{"name": "admin", "services": ["spawnkit-test"]}]
 c.JupyterHub.tornado_settings = {"slow_spawn_timeout": 0}
 c.JupyterHub.log_level = "DEBUG"
 c.Spawner.start_timeout = %[9]d
-# The slow-boot profile's server answers after 25 s.
-c.Spawner.http_timeout = 60
+# The slow-boot profile's server answers once the test lets it go (after
+# the screenshot, which can take a minute on a loaded machine).
+c.Spawner.http_timeout = 180
 c.Spawner.poll_interval = 1
 `, example, s.serviceURL(), s.proxyPort, s.hubAPI, s.proxyAPI,
 		filepath.Join(s.dir, "jupyterhub.sqlite"), filepath.Join(s.dir, "cookie_secret"),
@@ -436,4 +438,28 @@ func (s *stack) onePod(ctx context.Context, t *testing.T, user, server string) c
 		t.Fatalf("%s:%s has %d pods, want 1", user, server, len(pods))
 	}
 	return pods[0]
+}
+
+// release lets a server of the slow-boot profile answer: it removes the
+// simulated kubelet's hold from its pod, waiting for the pod if need be.
+func (s *stack) release(ctx context.Context, t *testing.T, user, server string) {
+	t.Helper()
+	patch := []byte(`{"metadata":{"annotations":{"` + testcluster.HoldAnnotation + `":null}}}`)
+	for {
+		pods, err := s.podsOf(ctx, user, server)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods) == 1 {
+			if _, err := s.cluster.Client.CoreV1().Pods(namespace).Patch(ctx, pods[0].Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Fatalf("releasing pod %s: %v", pods[0].Name, err)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("releasing %s:%s: %d pods (want 1): %v", user, server, len(pods), ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

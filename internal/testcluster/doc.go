@@ -32,8 +32,9 @@
 // Running with a pod IP: on podIP:containerPort, for every TCP port of
 // every container, any request gets 200 and an Answer as JSON (pod,
 // namespace, IP and request path). BootDelayAnnotation keeps a pod's ports
-// refusing connections for a while after it is seen Running, without
-// delaying readiness. A pod's ports stop answering as soon as the informer
+// refusing connections for a while after it is seen Running, and
+// HoldAnnotation for as long as the pod has it, without delaying
+// readiness. A pod's ports stop answering as soon as the informer
 // sees it leave Running or deleted, and a new pod given a freed IP gets
 // its own responder; a port still held by the old one is retried, not
 // fatal. Responders log to responders.log in LogDir and are stopped, every

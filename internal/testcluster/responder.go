@@ -30,6 +30,13 @@ import (
 // server boots. Readiness is not delayed; the pod turns Ready as usual.
 const BootDelayAnnotation = "testcluster.spawnkit.dev/boot-delay"
 
+// HoldAnnotation keeps a pod's ports refusing connections for as long as
+// the pod has it (any value), however long that is; removing it opens
+// them (after BootDelayAnnotation's delay, if any). A test that must look
+// at a server while it is still booting, with no clock to race, holds it
+// and lets go when done. Readiness is not affected.
+const HoldAnnotation = "testcluster.spawnkit.dev/hold"
+
 // Answer is the JSON body a responder returns, with status 200, for every
 // request to a pod's port.
 type Answer struct {
@@ -172,7 +179,8 @@ func (r *responders) sync(ctx context.Context, obj any) {
 	if !ok {
 		return
 	}
-	serve := pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP != ""
+	_, held := pod.Annotations[HoldAnnotation]
+	serve := pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP != "" && !held
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur := r.servers[pod.UID]

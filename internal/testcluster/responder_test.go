@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
@@ -349,5 +350,31 @@ func TestStartRejectsPodCIDR(t *testing.T) {
 				t.Errorf("Start with PodCIDR %q: err = %v, want an error naming Options.PodCIDR and the value", tc.cidr, err)
 			}
 		})
+	}
+}
+
+// TestResponderHold: a held pod refuses connections, Ready or not, until
+// the annotation is removed; then it answers.
+func TestResponderHold(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	ns := newNamespace(t)
+	ctx := ctxTimeout(t, 60*time.Second)
+
+	pod := runPod(t, ctx, ns, podWithPorts("held", map[string]string{testcluster.HoldAnnotation: "true"}, 8888))
+	url := podURL(pod, 8888, "/")
+	if _, err := cluster.WaitForPod(ctx, ns, pod.Name, func(p *corev1.Pod) (bool, error) { return p != nil && podReady(p), nil }); err != nil {
+		t.Fatal(err)
+	}
+	// Long after a responder would have started.
+	time.Sleep(time.Second)
+	if _, err := get(ctx, url); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("GET while held: err = %v, want connection refused", err)
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + testcluster.HoldAnnotation + `":null}}}`)
+	if _, err := c.Client.CoreV1().Pods(ns).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitForAnswer(t, ctx, url, 10*time.Second); got.Pod != pod.Name {
+		t.Errorf("answer from %q, want %q", got.Pod, pod.Name)
 	}
 }
