@@ -35,9 +35,9 @@
 //   - its namespace, name, uid, resourceVersion, creation and deletion
 //     timestamps;
 //   - all its labels (so that any label selector still matches), and of
-//     its annotations only those under KeptAnnotationPrefixes
-//     (hub.jupyter.org/: the owner's user and server names; spawnkit.dev/:
-//     the recorded State and the start id);
+//     its annotations only those under two prefixes: hub.jupyter.org/
+//     (the owner's user and server names) and spawnkit.dev/ (the
+//     recorded State and the start id);
 //   - spec.nodeName and the ports of its containers (container, port
 //     name and number; not init containers'), which a KubeSpawner pod's
 //     URL is built from;

@@ -19,8 +19,9 @@ import (
 //
 // A Pod returned by Pods is the cache's own, shared by every reader: it
 // is read-only, and so are its slices and the objects they point to.
-// Code that needs a field the cache does not keep reads the pod from the
-// API server.
+// The cache never changes a Pod it has handed out (an update caches a new
+// one), so reading it is safe for concurrent use. Code that needs a field
+// the cache does not keep reads the pod from the API server.
 type Pod struct {
 	Namespace         string
 	Name              string
@@ -29,8 +30,10 @@ type Pod struct {
 	CreationTimestamp metav1.Time
 	// DeletionTimestamp is set once the pod is being deleted.
 	DeletionTimestamp *metav1.Time
-	// Labels are all the pod's labels. Annotations are only those whose
-	// key starts with one of KeptAnnotationPrefixes.
+	// Labels are all the pod's labels. Annotations are only those under
+	// the prefixes hub.jupyter.org/ (KubeSpawner's and spawnkit's owner
+	// annotations: username, servername) and spawnkit.dev/ (spawnkit's
+	// own: state, start-id); the others are dropped.
 	Labels      Pairs
 	Annotations Pairs
 	// NodeName is spec.nodeName.
@@ -57,12 +60,9 @@ type Pod struct {
 	ContainerStatuses     []ContainerStatus
 }
 
-// KeptAnnotationPrefixes are the prefixes of the annotation keys a cached
-// Pod keeps: KubeSpawner's and spawnkit's owner annotations
-// (hub.jupyter.org/username, hub.jupyter.org/servername) and spawnkit's
-// own (spawnkit.dev/state, spawnkit.dev/start-id). Other annotations are
-// dropped.
-var KeptAnnotationPrefixes = []string{"hub.jupyter.org/", "spawnkit.dev/"}
+// keptAnnotationPrefixes are the prefixes of the annotation keys a cached
+// Pod keeps.
+var keptAnnotationPrefixes = [...]string{"hub.jupyter.org/", "spawnkit.dev/"}
 
 // PodCondition is a pod condition as a cached Pod keeps it (its type is
 // the field that holds it).
@@ -181,7 +181,7 @@ func NewPod(pod *corev1.Pod) *Pod {
 }
 
 func keptAnnotation(key string) bool {
-	for _, p := range KeptAnnotationPrefixes {
+	for _, p := range keptAnnotationPrefixes {
 		if strings.HasPrefix(key, p) {
 			return true
 		}

@@ -14,8 +14,8 @@ import (
 // deletionGracePeriodSeconds, finalizers, owner references,
 // managedFields) reads as empty, and setting it does nothing, as
 // metav1.Common documents for unsupported fields; SetAnnotations keeps
-// only KeptAnnotationPrefixes. Never set anything on a pod from the
-// cache.
+// only the annotations a cached Pod keeps. Never set anything on a pod
+// from the cache.
 func (p *Pod) GetObjectMeta() metav1.Object { return podMeta{p} }
 
 var _ metav1.ObjectMetaAccessor = (*Pod)(nil)

@@ -154,6 +154,12 @@ func TestPodObjectMeta(t *testing.T) {
 		m.GetDeletionGracePeriodSeconds() != nil || m.GetGenerateName() != "" {
 		t.Error("metadata the cache drops must read as empty")
 	}
+	if n := testing.AllocsPerRun(100, func() {
+		m, _ := meta.Accessor(pod)
+		_, _, _ = m.GetNamespace(), m.GetName(), m.GetResourceVersion()
+	}); n != 0 {
+		t.Errorf("reading a pod through meta.Accessor allocates %v times; want 0", n)
+	}
 	if key, err := cache.MetaNamespaceKeyFunc(pod); err != nil || key != "jhub/jupyter-alice" {
 		t.Errorf("key = %q, %v", key, err)
 	}
