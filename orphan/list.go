@@ -290,11 +290,24 @@ func podsInto(ctx context.Context, opts Options, ns string, in *inventory) error
 		return fmt.Errorf("orphan: reading pods from the shared cache: %w", err)
 	}
 	for _, p := range list {
-		if sel.Matches(labels.Set(p.Labels)) {
-			in.add(KindPod, p.ObjectMeta)
+		if sel.Matches(p.Labels) {
+			in.addCachedPod(p)
 		}
 	}
 	return nil
+}
+
+// addCachedPod records a pod from the shared cache, which keeps all that
+// the diff reads of a pod: its names, uid, resourceVersion, timestamps
+// and owner annotations (a pod's own owner references are never read).
+func (in *inventory) addCachedPod(p *reflector.Pod) {
+	o := object{kind: KindPod, meta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID,
+		ResourceVersion: p.ResourceVersion, CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp}}
+	if user, ok := p.Annotations.Lookup(naming.AnnotationUsername); ok && user != "" {
+		o.attributed = true
+		o.key = ServerKey{User: user, Server: p.Annotations.Get(naming.AnnotationServername)}
+	}
+	in.objects = append(in.objects, o)
 }
 
 // heldPodInformer returns the namespace of a synced pod informer of r

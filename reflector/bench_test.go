@@ -133,7 +133,7 @@ func BenchmarkPodLookup(b *testing.B) {
 	defer release()
 	tmpl := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.key.Namespace}}
 	for i := range benchPods {
-		_ = e.informer.GetIndexer().Add(clonePod(tmpl, i))
+		_ = e.informer.GetIndexer().Add(NewPod(clonePod(tmpl, i)))
 	}
 	pods := &Pods{h: handle{r: r, e: e}}
 	ctx := b.Context()
@@ -240,13 +240,18 @@ func BenchmarkHeapPerPod(b *testing.B) {
 		b.Fatal(err)
 	}
 	decoder := scheme.Codecs.UniversalDeserializer()
-	// Distinct names and uids, of the lengths the server's have.
+	// Distinct names, uids, users (one server each) and start ids, of
+	// the lengths the server's have, so that no pod's own strings are
+	// shared with another's.
 	name := strings.Repeat("n", len(tmpl.Name)-6)
 	uid := strings.Repeat("u", len(tmpl.UID)-6)
+	startID := tmpl.Annotations["spawnkit.dev/start-id"]
 	docs := make([][]byte, benchPods)
 	for i := range docs {
-		docs[i] = bytes.Replace(bytes.Replace(raw, []byte(`"name":"`+tmpl.Name+`"`), []byte(fmt.Sprintf(`"name":"%s%06d"`, name, i)), 1),
-			[]byte(string(tmpl.UID)), []byte(fmt.Sprintf("%s%06d", uid, i)), 1)
+		doc := bytes.Replace(raw, []byte(`"name":"`+tmpl.Name+`"`), []byte(fmt.Sprintf(`"name":"%s%06d"`, name, i)), 1)
+		doc = bytes.Replace(doc, []byte(string(tmpl.UID)), []byte(fmt.Sprintf("%s%06d", uid, i)), 1)
+		doc = bytes.ReplaceAll(doc, []byte("alice"), []byte(fmt.Sprintf("u%04d", i)))
+		docs[i] = bytes.Replace(doc, []byte(startID), []byte(fmt.Sprintf("%s%06d", startID[:len(startID)-6], i)), 1)
 	}
 	measure := func(transform bool) float64 {
 		runtime.GC()
@@ -256,6 +261,7 @@ func BenchmarkHeapPerPod(b *testing.B) {
 		// handler builds.
 		indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 		uids := newPodUIDs()
+		rawUIDs := map[types.UID]*corev1.Pod{}
 		for _, doc := range docs {
 			decoded, _, err := decoder.Decode(doc, nil, nil)
 			if err != nil {
@@ -266,7 +272,12 @@ func BenchmarkHeapPerPod(b *testing.B) {
 				obj, _ = TransformPod(obj)
 			}
 			_ = indexer.Add(obj)
-			uids.observe(obj.(*corev1.Pod), false)
+			switch pod := obj.(type) {
+			case *Pod:
+				uids.observe(pod, false)
+			case *corev1.Pod:
+				rawUIDs[pod.UID] = pod
+			}
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
@@ -275,6 +286,7 @@ func BenchmarkHeapPerPod(b *testing.B) {
 		}
 		runtime.KeepAlive(indexer)
 		runtime.KeepAlive(uids)
+		runtime.KeepAlive(rawUIDs)
 		return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / benchPods
 	}
 	var with, without float64

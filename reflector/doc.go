@@ -22,33 +22,60 @@
 // never misses a cached pod), a pod's events by involved object
 // (namespace/name or uid), oldest first.
 //
-// Objects returned are the cache's own: read-only. DeepCopy before
-// changing one.
+// Objects returned are the cache's own, shared by every reader:
+// read-only.
 //
 // # The cache contract
 //
 // Before entering the cache, objects are trimmed to what spawnkit and its
-// documented hooks read (TransformPod, TransformEvent). A cached pod keeps
-// its name, namespace, uid, resourceVersion, creation and deletion
-// timestamps, labels, annotations and owner references (not
-// managedFields); spec.nodeName and each container's name and ports (no
-// init container specs: their statuses say what spawnkit needs); and of
-// its status the phase, reason,
-// message, podIP, podIPs, hostIP, the PodReady and PodScheduled
-// conditions (the only ones spawnkit reads), and each container's and
-// init container's name, state, ready and restartCount. Images, env,
-// volumes, resources, probes, the other conditions (Initialized,
-// ContainersReady, PodReadyToStartContainers) and the rest are dropped:
-// a hook that needs them reads the pod from the API. A cached event
-// keeps its involved object, reason, message, type, count, source
-// component and timestamps. Pods handed to hooks from the cache (such as
-// spawner's PodURL) follow this contract; hooks that need the whole pod
-// get it from the API. For a realistic running spawnkit pod decoded from
-// the API server, the cache costs about 3.4 KB per pod, against 14 KB
-// untransformed (BenchmarkHeapPerPod, store, namespace index and uid map
-// included); most of what remains is fixed by the corev1.Pod type: the
-// struct itself (1.2 KB), a container (0.4 KB) and a container status
-// (0.2 KB) struct, and the label and annotation maps (0.3 KB each).
+// documented hooks read (TransformPod, TransformEvent). A pod informer
+// caches a compact *Pod, not a *corev1.Pod: Get, GetByKey, GetByUID, List
+// and OnChange all hand out *Pod. A cached pod keeps
+//
+//   - its namespace, name, uid, resourceVersion, creation and deletion
+//     timestamps;
+//   - all its labels (so that any label selector still matches), and of
+//     its annotations only those under two prefixes: hub.jupyter.org/
+//     (the owner's user and server names) and spawnkit.dev/ (the
+//     recorded State and the start id);
+//   - spec.nodeName and the ports of its containers (container, port
+//     name and number; not init containers'), which a KubeSpawner pod's
+//     URL is built from;
+//   - of its status the phase, reason, message, podIP and hostIP; the
+//     PodReady and PodScheduled conditions (status, reason, message, last
+//     transition), the only conditions spawnkit reads; and each container's
+//     and init container's name, ready, restartCount and state (waiting:
+//     reason and message; running: startedAt; terminated: exit code,
+//     signal, reason, message, startedAt and finishedAt).
+//
+// Everything else is dropped: owner references, finalizers,
+// managedFields, other annotations, images, env, volumes, resources,
+// probes, podIPs, the other conditions, container ids and last
+// termination states, and the rest of the spec and status. Strings that
+// many pods share (the namespace, label and annotation keys, label
+// values, reasons, container and port names) are interned; a pod's own
+// strings (name, uid, IP, state annotation) are not, so they cost no
+// intern table entry. TestNewPodKeepsTheContract checks each kept field.
+//
+// Pods handed to hooks from the cache (spawner's PodURL) are these
+// compact pods; a hook that needs more of a pod reads it from the API
+// server. Code that builds or changes a pod (spawner's ModifyPod and
+// AfterPodCreated) gets a whole *corev1.Pod, never a cached one.
+//
+// client-go reads a cached Pod through meta.Accessor (Pod implements
+// metav1.ObjectMetaAccessor): the store's namespace/name keys, the
+// namespace index, the resource version comparison of updates and the
+// tombstones (cache.DeletedFinalStateUnknown) of pods whose deletion a
+// relist discovers all work on it, and OnChange unwraps such tombstones.
+// TransformPod passes a *Pod through unchanged, so client-go may hand it
+// an object twice.
+//
+// For a realistic running spawnkit pod decoded from the API server, the
+// cache costs about 1.4 KB per pod, against 14 KB untransformed and 3.3
+// KB for the trimmed *corev1.Pod cached before (BenchmarkHeapPerPod:
+// each pod with its own name, uid, user and start id; store, namespace
+// index and uid map included). A cached event keeps its involved object,
+// reason, message, type, count, source component and timestamps.
 //
 // # Bounded events
 //

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
@@ -21,7 +20,7 @@ func reads(ctx context.Context, p *Pods, ev *Events) map[string]error {
 	_, _, getErr := p.Get(ctx, "ns", "name")
 	_, _, uidErr := p.GetByUID(ctx, "uid")
 	_, listErr := p.List(ctx, "")
-	_, onChangeErr := p.OnChange(func(*corev1.Pod, bool) {})
+	_, onChangeErr := p.OnChange(func(*Pod, bool) {})
 	_, forPodErr := ev.ForPod(ctx, "ns", "name")
 	_, forUIDErr := ev.ForUID(ctx, "uid")
 	return map[string]error{

@@ -3,7 +3,6 @@ package reflector
 import (
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -15,13 +14,13 @@ import (
 // store and, on a miss, scans it, so the lag never hides a cached pod.
 type podUIDs struct {
 	mu    sync.RWMutex // guards byUID
-	byUID map[types.UID]*corev1.Pod
+	byUID map[types.UID]*Pod
 }
 
-func newPodUIDs() *podUIDs { return &podUIDs{byUID: map[types.UID]*corev1.Pod{}} }
+func newPodUIDs() *podUIDs { return &podUIDs{byUID: map[types.UID]*Pod{}} }
 
 // observe records pod, added or updated, or forgets it when deleted.
-func (u *podUIDs) observe(pod *corev1.Pod, deleted bool) {
+func (u *podUIDs) observe(pod *Pod, deleted bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if deleted {
@@ -32,7 +31,7 @@ func (u *podUIDs) observe(pod *corev1.Pod, deleted bool) {
 }
 
 // get returns the pod last seen with uid, or nil.
-func (u *podUIDs) get(uid types.UID) *corev1.Pod {
+func (u *podUIDs) get(uid types.UID) *Pod {
 	u.mu.RLock()
 	defer u.mu.RUnlock()
 	return u.byUID[uid]

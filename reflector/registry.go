@@ -291,7 +291,9 @@ func (r *Registry) newInformer(key Key, h *health) cache.SharedIndexInformer {
 			return w, err
 		},
 	}
-	inf := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{
+	// As client-go's generated informers do: a client that cannot stream
+	// the initial list (a fake clientset) is listed instead.
+	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, r.client), example, cache.SharedIndexInformerOptions{
 		Indexers:          indexers,
 		ObjectDescription: key.String(),
 	})

@@ -72,7 +72,7 @@ func TestAdvPodURLHookMayCallState(t *testing.T) {
 	var calls atomic.Int32
 	s, err := New(naming.Server{Username: "adv-hook"}, Options{
 		Client: cluster.Client, Registry: sharedRegistry(t), Config: baseConfig(ns),
-		Hooks: Hooks{PodURL: func(s *Spawner, pod *corev1.Pod, def string) string {
+		Hooks: Hooks{PodURL: func(s *Spawner, pod *reflector.Pod, def string) string {
 			calls.Add(1)
 			st := s.State() // allowed by the Hooks contract (Poll would call this hook again)
 			return def + "/?pod=" + st.PodName
@@ -334,7 +334,7 @@ func TestAdvManagerStopWhileTheStartSucceeds(t *testing.T) {
 	ns := newNamespace(t)
 	entered := make(chan struct{})
 	var once sync.Once
-	hooks := Hooks{PodURL: func(_ *Spawner, _ *corev1.Pod, def string) string {
+	hooks := Hooks{PodURL: func(_ *Spawner, _ *reflector.Pod, def string) string {
 		first := false
 		once.Do(func() { first = true })
 		if first {
@@ -622,7 +622,7 @@ profile_list:
 		t.Fatal(err)
 	}
 	startingPod := waitPod(t, ctx, m1, starting)
-	rec, ok := StateFromPod(startingPod)
+	rec, ok := StateFromPod(reflector.NewPod(startingPod))
 	if !ok || rec.PVCName == "" {
 		t.Fatalf("the starting pod records %+v, %v", rec, ok)
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
 )
 
 // TestLoadKubeSpawnerConfig loads a KubeSpawner-style YAML file with every
@@ -149,8 +150,8 @@ func TestImagePullFailsOnTheSecondFailedPull(t *testing.T) {
 		{"ImagePullBackOff", false}, {"ErrImagePull", true},
 	} {
 		pod := status(tc.reason)
-		_, got := p.observe(pod)
-		if r, _ := fatalReason(pod, DefaultFatalReasons); r != "" {
+		_, got := p.observe(reflector.NewPod(pod))
+		if r, _ := fatalReason(reflector.NewPod(pod), DefaultFatalReasons); r != "" {
 			t.Errorf("step %d: %s is in DefaultFatalReasons; the pull rule should decide", i, r)
 		}
 		if got != tc.fatal {
@@ -158,7 +159,7 @@ func TestImagePullFailsOnTheSecondFailedPull(t *testing.T) {
 		}
 	}
 	// Listed in fatal_reasons, the first occurrence is fatal.
-	if r, _ := fatalReason(status("ErrImagePull"), []string{"ErrImagePull"}); r != "ErrImagePull" {
+	if r, _ := fatalReason(reflector.NewPod(status("ErrImagePull")), []string{"ErrImagePull"}); r != "ErrImagePull" {
 		t.Error("ErrImagePull listed in fatal_reasons is not fatal at once")
 	}
 }

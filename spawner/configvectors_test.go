@@ -18,6 +18,7 @@ import (
 	"github.com/spawnkit/spawnkit/internal/vectorrules"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
 )
 
 // configCase is one case of testdata/config-vectors.json: a KubeSpawner
@@ -178,7 +179,7 @@ func runConfigCase(t *testing.T, c configCase, hubVersion string) []string {
 	got["names"] = map[string]string{"pod_name": objs.Names.Pod, "pvc_name": objs.Names.PVC, "secret_name": objs.Names.Secret,
 		"dns_name": objs.Names.DNS, "namespace": objs.Names.Namespace}
 	want["names"] = exp.Names
-	got["pod_url"] = objs.State.urlFor(&corev1.Pod{Status: corev1.PodStatus{PodIP: "10.244.1.17"}})
+	got["pod_url"] = objs.State.urlFor(&reflector.Pod{PodIP: "10.244.1.17"})
 	want["pod_url"] = exp.PodURL
 	got["env"] = objs.Env
 	want["env"] = orderedEnvJSON(t, exp.Env)

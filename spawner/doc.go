@@ -26,7 +26,8 @@
 // true (readiness gates included), bounded by start_timeout. The URL is
 // http://<pod IP>:<port>; https://<dns name> with internal SSL; the DNS
 // name with services; pod_connect_ip when set (it wins, as in
-// KubeSpawner); the PodURL hook has the last word.
+// KubeSpawner); the PodURL hook has the last word, given the pod as the
+// shared cache keeps it (reflector.Pod).
 //
 // Each API request is bounded by k8s_api_request_timeout, counted from
 // when it leaves the client (time queued in client-go's rate limiter is

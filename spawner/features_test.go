@@ -20,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
 )
 
 // waitDeleted watches until the named object is gone.
@@ -155,7 +156,7 @@ func TestURLVariantsAndHooks(t *testing.T) {
 				after = pod.UID != ""
 				return nil
 			},
-			PodURL: func(_ *Spawner, _ *corev1.Pod, u string) string { return u + "/lab" },
+			PodURL: func(_ *Spawner, _ *reflector.Pod, u string) string { return u + "/lab" },
 		}})
 	if err != nil {
 		t.Fatal(err)

@@ -86,12 +86,12 @@ func (s *Spawner) Poll(ctx context.Context) (Status, error) {
 		x := podExit(nil)
 		return Status{ExitCode: x.Code, Reason: x.Reason, Message: x.Message}, nil
 	}
-	if !ownedBy(s.server, pod) && s.checkOwner("Pod", pod, true) != nil {
+	if !ownedBy(s.server, pod) && s.checkCachedPodOwner(pod) != nil {
 		// Another server's pod under this name is not this server.
 		x := podExit(nil)
 		return Status{ExitCode: x.Code, Reason: x.Reason, Message: x.Message}, nil
 	}
-	st := Status{Phase: pod.Status.Phase, Created: pod.CreationTimestamp.Time}
+	st := Status{Phase: pod.Phase, Created: pod.CreationTimestamp.Time}
 	if x := podExit(pod); x.Exited {
 		st.ExitCode, st.Reason, st.Message = x.Code, x.Reason, x.Message
 		if boolOr(s.b.cfg.DeleteStoppedPods, true) && pod.DeletionTimestamp == nil {
@@ -112,13 +112,11 @@ func (s *Spawner) Poll(ctx context.Context) (Status, error) {
 	st.Running = true
 	st.Deleting = pod.DeletionTimestamp != nil
 	st.Ready = isReady(pod)
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			st.ReadySince = c.LastTransitionTime.Time
-		}
+	if pod.Ready.Status == corev1.ConditionTrue {
+		st.ReadySince = pod.Ready.LastTransitionTime.Time
 	}
-	if pod.Status.PodIP != "" {
-		in.uid, in.podIP = pod.UID, pod.Status.PodIP
+	if pod.PodIP != "" {
+		in.uid, in.podIP = pod.UID, pod.PodIP
 		if url == "" || urlOf != in {
 			s.mu.Lock()
 			url, last = s.poll.urlFor(&s.state, pod), s.state.URL
@@ -161,16 +159,16 @@ func (c *pollCache) keyFor(ns, name string) string {
 
 // urlInputsOf returns what st.urlFor(pod) reads; a nil pod leaves its
 // part empty.
-func urlInputsOf(st *State, pod *corev1.Pod) urlInputs {
+func urlInputsOf(st *State, pod *reflector.Pod) urlInputs {
 	in := urlInputs{port: st.Port, ssl: st.SSL, services: st.Services, connectHost: st.ConnectHost, dnsName: st.DNSName}
 	if pod != nil {
-		in.uid, in.podIP = pod.UID, pod.Status.PodIP
+		in.uid, in.podIP = pod.UID, pod.PodIP
 	}
 	return in
 }
 
 // urlFor is st.urlFor(pod), built again only when its inputs change.
-func (c *pollCache) urlFor(st *State, pod *corev1.Pod) string {
+func (c *pollCache) urlFor(st *State, pod *reflector.Pod) string {
 	in := urlInputsOf(st, pod)
 	if c.url == "" || c.urlOf != in {
 		c.url, c.urlOf = st.urlFor(pod), in
@@ -180,10 +178,11 @@ func (c *pollCache) urlFor(st *State, pod *corev1.Pod) string {
 
 // ownedBy reports whether pod is want's by checkOwner's rule (server
 // name included), without building checkOwner's error, which costs Poll
-// an allocation. A false answer is only a hint: Poll asks checkOwner.
-func ownedBy(want naming.Server, pod *corev1.Pod) bool {
-	user, ok := pod.Annotations[naming.AnnotationUsername]
-	return ok && user == want.Username && pod.Annotations[naming.AnnotationServername] == want.Servername
+// an allocation. A false answer is only a hint: Poll asks
+// checkCachedPodOwner.
+func ownedBy(want naming.Server, pod *reflector.Pod) bool {
+	user, ok := pod.Annotations.Lookup(naming.AnnotationUsername)
+	return ok && user == want.Username && pod.Annotations.Get(naming.AnnotationServername) == want.Servername
 }
 
 // StopOptions configure Stop.
@@ -250,10 +249,8 @@ func (s *Spawner) stop(ctx context.Context, opts StopOptions) error {
 	if pod == nil {
 		return s.waitPodGone(ctx, pods, sub, st.Namespace, st.PodName, "")
 	}
-	if !ownedBy(s.server, pod) {
-		if err := s.checkOwner("Pod", pod, true); err != nil {
-			return err
-		}
+	if err := s.checkOwner("Pod", pod, true); err != nil {
+		return err
 	}
 	if err := s.deletePod(ctx, pods, sub, st.Namespace, st.PodName, grace, pod.UID); err != nil {
 		return fmt.Errorf("spawner: stopping pod %s/%s: %w", st.Namespace, st.PodName, err)

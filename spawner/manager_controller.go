@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
 )
 
 // Start runs the Manager until ctx ends: it takes the pod informer for
@@ -123,12 +124,12 @@ func (m *Manager) Start(ctx context.Context) error {
 
 // podChanged enqueues the server a pod belongs to. It runs in the
 // informer's goroutine and only reads the pod's annotations.
-func (m *Manager) podChanged(pod *corev1.Pod, _ bool) {
-	user, ok := pod.Annotations[naming.AnnotationUsername]
+func (m *Manager) podChanged(pod *reflector.Pod, _ bool) {
+	user, ok := pod.Annotations.Lookup(naming.AnnotationUsername)
 	if !ok || !m.manages(pod) {
 		return
 	}
-	key := serverKey{user, pod.Annotations[naming.AnnotationServername]}
+	key := serverKey{user, pod.Annotations.Get(naming.AnnotationServername)}
 	m.mu.Lock()
 	q := m.queue
 	m.mu.Unlock()
@@ -171,39 +172,38 @@ func (m *Manager) reconcile(ctx context.Context, key serverKey) error {
 // manages reports whether a pod is a server pod the Manager adopts:
 // spawnkit's own, and with AdoptKubeSpawner KubeSpawner's single-user
 // server pods. It only reads labels.
-func (m *Manager) manages(pod *corev1.Pod) bool {
-	switch pod.Labels[naming.LabelManagedBy] {
+func (m *Manager) manages(pod *reflector.Pod) bool {
+	switch pod.Labels.Get(naming.LabelManagedBy) {
 	case naming.ManagedBySpawnkit:
 		return true
 	case naming.ManagedByKubeSpawner:
-		return m.opts.AdoptKubeSpawner && pod.Labels[naming.LabelComponent] == m.base.cfg.ComponentLabel
+		return m.opts.AdoptKubeSpawner && pod.Labels.Get(naming.LabelComponent) == m.base.cfg.ComponentLabel
 	}
 	return false
 }
 
 // kubeSpawnerState is the State of a pod KubeSpawner made (it records
 // none): its names, and the port of its notebook-port container port.
-func kubeSpawnerState(pod *corev1.Pod) State {
+func kubeSpawnerState(pod *reflector.Pod) State {
 	st := State{PodName: pod.Name, Namespace: pod.Namespace}
-	for _, c := range pod.Spec.Containers {
-		for _, p := range c.Ports {
-			if p.Name == "notebook-port" && st.Port == 0 {
-				st.Port = p.ContainerPort
-			}
+	for _, p := range pod.Ports {
+		if p.Name == "notebook-port" {
+			st.Port = p.ContainerPort
+			break
 		}
 	}
 	return st
 }
 
 // findPod finds a server's pod in the cache by its owner annotations.
-func (m *Manager) findPod(ctx context.Context, key serverKey) (*corev1.Pod, error) {
+func (m *Manager) findPod(ctx context.Context, key serverKey) (*reflector.Pod, error) {
 	list, err := m.pods.List(ctx, metav1.NamespaceAll)
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range list {
-		if p.Annotations[naming.AnnotationUsername] == key.user && p.Annotations[naming.AnnotationServername] == key.server &&
-			m.manages(p) && p.DeletionTimestamp == nil {
+		if user, ok := p.Annotations.Lookup(naming.AnnotationUsername); ok && user == key.user &&
+			p.Annotations.Get(naming.AnnotationServername) == key.server && m.manages(p) && p.DeletionTimestamp == nil {
 			return p, nil
 		}
 	}
@@ -221,7 +221,7 @@ func (m *Manager) recover(ctx context.Context, log logr.Logger) {
 		if !m.manages(pod) || pod.DeletionTimestamp != nil {
 			continue
 		}
-		if _, ok := pod.Annotations[naming.AnnotationUsername]; !ok {
+		if !pod.Annotations.Has(naming.AnnotationUsername) {
 			continue
 		}
 		if err := m.adopt(ctx, pod); err != nil {
@@ -251,9 +251,10 @@ func (m *Manager) seed(log logr.Logger) {
 }
 
 // adopt makes the server of a pod found in the cluster a managed server
-// and observes it.
-func (m *Manager) adopt(ctx context.Context, pod *corev1.Pod) error {
-	srv := naming.Server{Username: pod.Annotations[naming.AnnotationUsername], Servername: pod.Annotations[naming.AnnotationServername]}
+// and observes it. Everything it reads (owner annotations, the recorded
+// State, a KubeSpawner pod's notebook port) is in the cached pod.
+func (m *Manager) adopt(ctx context.Context, pod *reflector.Pod) error {
+	srv := naming.Server{Username: pod.Annotations.Get(naming.AnnotationUsername), Servername: pod.Annotations.Get(naming.AnnotationServername)}
 	rec, ok := StateFromPod(pod)
 	if ok {
 		srv.UserID = rec.UserID
@@ -372,15 +373,13 @@ func (m *Manager) checkUnschedulable(ctx context.Context, e *entry, op *operatio
 	if err != nil || !ok {
 		return
 	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			since := m.opts.Clock.Since(c.LastTransitionTime.Time)
-			if since >= limit {
-				op.cancel(fmt.Errorf("%w (%s): %s", ErrUnschedulable, limit, c.Message))
-				return
-			}
-			m.queue.AddAfter(e.key, limit-since)
+	if c := pod.Scheduled; c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+		since := m.opts.Clock.Since(c.LastTransitionTime.Time)
+		if since >= limit {
+			op.cancel(fmt.Errorf("%w (%s): %s", ErrUnschedulable, limit, c.Message))
+			return
 		}
+		m.queue.AddAfter(e.key, limit-since)
 	}
 }
 

@@ -30,12 +30,25 @@ func (s *Spawner) checkOwner(kind string, obj metav1.Object, serverMatters bool)
 func checkOwner(want naming.Server, kind string, obj metav1.Object, serverMatters bool) error {
 	ann := obj.GetAnnotations()
 	user, ok := ann[naming.AnnotationUsername]
-	if !ok {
-		return &CollisionError{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Want: want}
+	return checkRecordedOwner(want, kind, obj.GetNamespace(), obj.GetName(), user, ok, ann[naming.AnnotationServername], serverMatters)
+}
+
+// checkCachedPodOwner is checkOwner for a pod from the cache, which keeps
+// the owner annotations.
+func (s *Spawner) checkCachedPodOwner(pod *reflector.Pod) error {
+	user, ok := pod.Annotations.Lookup(naming.AnnotationUsername)
+	return checkRecordedOwner(s.server, "Pod", pod.Namespace, pod.Name, user, ok, pod.Annotations.Get(naming.AnnotationServername), true)
+}
+
+// checkRecordedOwner is checkOwner's rule, on the owner an object's
+// annotations record (annotated false when they name no user).
+func checkRecordedOwner(want naming.Server, kind, namespace, name, user string, annotated bool, servername string, serverMatters bool) error {
+	if !annotated {
+		return &CollisionError{Kind: kind, Namespace: namespace, Name: name, Want: want}
 	}
-	have := naming.Server{Username: user, Servername: ann[naming.AnnotationServername]}
+	have := naming.Server{Username: user, Servername: servername}
 	if have.Username != want.Username || (serverMatters && have.Servername != want.Servername) {
-		return &CollisionError{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Want: want, Have: &have}
+		return &CollisionError{Kind: kind, Namespace: namespace, Name: name, Want: want, Have: &have}
 	}
 	return nil
 }
@@ -298,11 +311,11 @@ func (s *Spawner) waitPodGone(ctx context.Context, pods *reflector.Pods, sub *re
 	}
 }
 
-// podGone asks the API server whether the pod of uid is gone.
-func (s *Spawner) podGone(ctx context.Context, created *corev1.Pod) (bool, error) {
+// podGone asks the API server whether the pod ns/name of uid is gone.
+func (s *Spawner) podGone(ctx context.Context, ns, name string, uid types.UID) (bool, error) {
 	var gone bool
 	err := s.call(ctx, func(ctx context.Context) error {
-		p, err := s.b.client.CoreV1().Pods(created.Namespace).Get(ctx, created.Name, metav1.GetOptions{})
+		p, err := s.b.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			gone = true
@@ -310,7 +323,7 @@ func (s *Spawner) podGone(ctx context.Context, created *corev1.Pod) (bool, error
 		case err != nil:
 			return err
 		}
-		gone = p.UID != created.UID
+		gone = p.UID != uid
 		return nil
 	})
 	return gone, err

@@ -50,8 +50,14 @@ type Hooks struct {
 	// then deletes the pod.
 	AfterPodCreated func(ctx context.Context, s *Spawner, pod *corev1.Pod) error
 	// PodURL, when set, makes the server's URL from the ready pod and the
-	// URL spawnkit would use.
-	PodURL func(s *Spawner, pod *corev1.Pod, defaultURL string) string
+	// URL spawnkit would use. It runs when Start and Resume end, and in
+	// every Poll that finds the pod with an IP, on the pod as the shared
+	// cache keeps it (reflector.Pod: names, labels, owner and spawnkit
+	// annotations, container ports, IPs, phase, conditions, container
+	// states; see the reflector package's cache contract), read-only. A
+	// hook that needs more of the pod reads it from the API server,
+	// which Poll otherwise never calls to read.
+	PodURL func(s *Spawner, pod *reflector.Pod, defaultURL string) string
 }
 
 // SSL is the internal-SSL material a hub hands a server (JupyterHub's

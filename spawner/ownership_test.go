@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
 )
 
 // collidingUsers finds two different user names whose pod and claim names
@@ -217,7 +218,7 @@ func TestDetachedStartIsResumed(t *testing.T) {
 		t.Fatalf("a detached start must leave its pod: %v", err)
 	}
 	// Another process resumes it from the pod's record.
-	st, ok := StateFromPod(pod)
+	st, ok := StateFromPod(reflector.NewPod(pod))
 	if !ok || st.Port != 8888 || st.StartID == "" {
 		t.Fatalf("the pod records %+v, %v", st, ok)
 	}

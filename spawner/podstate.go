@@ -7,26 +7,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/spawnkit/spawnkit/manifest"
+	"github.com/spawnkit/spawnkit/reflector"
 )
 
 // The rules in this file read a pod's state and nothing else: pure
-// functions, table-tested in podstate_test.go. Start, Poll and the
-// Manager all decide through them, so they never disagree.
+// functions of a cached pod (reflector.Pod), table-tested in
+// podstate_test.go. Start, Poll and the Manager all decide through them,
+// so they never disagree.
 
 // isReady reports whether a pod serves: Running, with an IP, not being
 // deleted, and its PodReady condition True. PodReady is the kubelet's
 // verdict, which includes every container's readiness and the pod's
 // readiness gates.
-func isReady(pod *corev1.Pod) bool {
-	if pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" || pod.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+func isReady(pod *reflector.Pod) bool {
+	return pod.Phase == corev1.PodRunning && pod.PodIP != "" && pod.DeletionTimestamp == nil &&
+		pod.Ready.Status == corev1.ConditionTrue
 }
 
 // Exit reasons Poll reports besides a container's own terminated reason.
@@ -50,12 +45,12 @@ type exit struct {
 	Message string
 }
 
-func podExit(pod *corev1.Pod) exit {
+func podExit(pod *reflector.Pod) exit {
 	if pod == nil {
 		return exit{Exited: true, Code: 1, Reason: ReasonPodDeleted, Message: "the server's pod does not exist"}
 	}
-	evicted := pod.Status.Phase == corev1.PodFailed && pod.Status.Reason == "Evicted"
-	for _, cs := range pod.Status.ContainerStatuses {
+	evicted := pod.Phase == corev1.PodFailed && pod.Reason == "Evicted"
+	for _, cs := range pod.ContainerStatuses {
 		if cs.Name != manifest.ContainerName || cs.State.Terminated == nil {
 			continue
 		}
@@ -67,26 +62,26 @@ func podExit(pod *corev1.Pod) exit {
 		}
 		switch {
 		case evicted:
-			e.Reason, e.Message = ReasonEvicted, "the pod was evicted: "+pod.Status.Message
+			e.Reason, e.Message = ReasonEvicted, "the pod was evicted: "+pod.Message
 		case t.Reason == "OOMKilled":
 			e.Reason = ReasonOOMKilled
 		}
 		return e
 	}
-	switch pod.Status.Phase {
+	switch pod.Phase {
 	case corev1.PodFailed, corev1.PodSucceeded:
 		if evicted {
-			return exit{Exited: true, Code: 1, Reason: ReasonEvicted, Message: "the pod was evicted: " + pod.Status.Message}
+			return exit{Exited: true, Code: 1, Reason: ReasonEvicted, Message: "the pod was evicted: " + pod.Message}
 		}
 		return exit{Exited: true, Code: 1, Reason: ReasonPodEnded,
-			Message: fmt.Sprintf("the pod ended (%s) without a status for container %s", pod.Status.Phase, manifest.ContainerName)}
+			Message: fmt.Sprintf("the pod ended (%s) without a status for container %s", pod.Phase, manifest.ContainerName)}
 	}
 	return exit{}
 }
 
 // fatalReason returns the first container waiting for one of the fatal
 // reasons, and a message naming it.
-func fatalReason(pod *corev1.Pod, fatal []string) (string, string) {
+func fatalReason(pod *reflector.Pod, fatal []string) (string, string) {
 	for _, cs := range allStatuses(pod) {
 		if w := cs.State.Waiting; w != nil && slices.Contains(fatal, w.Reason) {
 			return w.Reason, fmt.Sprintf("container %s is waiting: %s: %s", cs.Name, w.Reason, w.Message)
@@ -95,8 +90,8 @@ func fatalReason(pod *corev1.Pod, fatal []string) (string, string) {
 	return "", ""
 }
 
-func allStatuses(pod *corev1.Pod) []corev1.ContainerStatus {
-	return append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...)
+func allStatuses(pod *reflector.Pod) []reflector.ContainerStatus {
+	return append(slices.Clone(pod.InitContainerStatuses), pod.ContainerStatuses...)
 }
 
 // pullTracker implements spawnkit's image-pull policy. The kubelet
@@ -127,7 +122,7 @@ func newPullTracker(after int) *pullTracker {
 // observe records every container's waiting reason; call it on every
 // state of the pod seen. It returns a message when a container's pulls
 // have failed often enough to end the start.
-func (p *pullTracker) observe(pod *corev1.Pod) (string, bool) {
+func (p *pullTracker) observe(pod *reflector.Pod) (string, bool) {
 	for _, cs := range allStatuses(pod) {
 		st := p.state[cs.Name]
 		if st == nil {

@@ -15,7 +15,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
 )
+
+// cached is pod as the cache keeps it (nil for nil): the rules read cached pods.
+func cached(pod *corev1.Pod) *reflector.Pod {
+	if pod == nil {
+		return nil
+	}
+	return reflector.NewPod(pod)
+}
 
 func podWith(phase corev1.PodPhase, mutate func(*corev1.Pod)) *corev1.Pod {
 	p := &corev1.Pod{Status: corev1.PodStatus{Phase: phase, PodIP: "127.0.0.9"}}
@@ -49,7 +58,7 @@ func TestIsReady(t *testing.T) {
 		{"being deleted", podWith(corev1.PodRunning, func(p *corev1.Pod) { p.DeletionTimestamp = &now; readyCondition(corev1.ConditionTrue)(p) }), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := isReady(tc.pod); got != tc.want {
+			if got := isReady(cached(tc.pod)); got != tc.want {
 				t.Errorf("isReady = %v, want %v", got, tc.want)
 			}
 		})
@@ -86,7 +95,7 @@ func TestPodExit(t *testing.T) {
 		{"failed without a notebook status", podWith(corev1.PodFailed, nil), true, 1, ReasonPodEnded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x := podExit(tc.pod)
+			x := podExit(cached(tc.pod))
 			if x.Exited != tc.exited || x.Code != tc.code || x.Reason != tc.reason {
 				t.Errorf("podExit = %+v; want exited %v code %d reason %s", x, tc.exited, tc.code, tc.reason)
 			}

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/spawnkit/spawnkit/reflector"
@@ -204,7 +203,7 @@ func (s *Spawner) start(ctx context.Context, opts StartOptions, em *emitter) (st
 			return "", fail(StepHook, "", fmt.Errorf("AfterPodCreated: %w", err))
 		}
 	}
-	ready, reason, err := s.waitReady(ctx, cfg, pods, events, sub, created, em)
+	ready, reason, err := s.waitReady(ctx, cfg, pods, events, sub, created.Namespace, created.Name, created.UID, em)
 	if err != nil {
 		return "", fail(StepWait, reason, err)
 	}
@@ -213,7 +212,7 @@ func (s *Spawner) start(ctx context.Context, opts StartOptions, em *emitter) (st
 
 // finishReady records and returns the URL of a ready pod.
 // The PodURL hook runs without s.mu held: hooks may call State and Poll.
-func (s *Spawner) finishReady(pod *corev1.Pod) string {
+func (s *Spawner) finishReady(pod *reflector.Pod) string {
 	s.mu.Lock()
 	url := s.state.urlFor(pod)
 	s.mu.Unlock()
@@ -271,13 +270,14 @@ func (s *Spawner) failStart(ctx context.Context, run *startRun, step Step, reaso
 }
 
 // waitReady waits, woken by the reflector's subscription (no sleep
-// loops), until the pod is ready. It ends early, with a reason, when a
+// loops), until the pod ns/name of uid is ready, and returns it as the
+// cache has it. It ends early, with a reason, when a
 // container waits for a fatal reason or its image pull has failed twice,
 // when the pod ends, and when the pod is deleted or replaced by someone
 // else; start_timeout bounds it. The pod's events feed the progress
 // meanwhile.
 func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Pods, events *reflector.Events,
-	sub *reflector.Subscription, created *corev1.Pod, em *emitter) (*corev1.Pod, string, error) {
+	sub *reflector.Subscription, ns, name string, uid types.UID, em *emitter) (*reflector.Pod, string, error) {
 	wctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout.Duration())
 	defer cancel()
 	seen := map[string]bool{} // an event once per occurrence: uid and count
@@ -295,7 +295,7 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 	graceOver := false
 	for {
 		if events != nil && em.fn != nil {
-			if evs, err := events.ForUID(wctx, created.UID); err == nil {
+			if evs, err := events.ForUID(wctx, uid); err == nil {
 				for _, e := range evs {
 					key := string(e.UID) + "/" + strconv.Itoa(int(e.Count))
 					if !seen[key] {
@@ -305,11 +305,11 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 				}
 			}
 		}
-		pod, ok, err := pods.Get(wctx, created.Namespace, created.Name)
+		pod, ok, err := pods.Get(wctx, ns, name)
 		switch {
 		case err != nil:
 			return nil, s.waitReason(ctx, wctx), s.waitErr(ctx, wctx, cfg, err)
-		case ok && pod.UID == created.UID:
+		case ok && pod.UID == uid:
 			inCache = true
 			if msg, fatal := pulls.observe(pod); fatal {
 				return nil, "ErrImagePull", errors.New(msg)
@@ -345,9 +345,9 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 			// not yet seen); ours comes next. A pod replaced before the
 			// cache ever showed ours is caught by the API check below.
 		case ok:
-			return nil, ReasonPodGone, fmt.Errorf("%w: pod %s/%s now has uid %s, not %s", ErrPodGone, pod.Namespace, pod.Name, pod.UID, created.UID)
+			return nil, ReasonPodGone, fmt.Errorf("%w: pod %s/%s now has uid %s, not %s", ErrPodGone, pod.Namespace, pod.Name, pod.UID, uid)
 		case inCache:
-			return nil, ReasonPodGone, fmt.Errorf("%w: pod %s/%s was deleted", ErrPodGone, created.Namespace, created.Name)
+			return nil, ReasonPodGone, fmt.Errorf("%w: pod %s/%s was deleted", ErrPodGone, ns, name)
 		}
 		select {
 		case <-sub.C():
@@ -355,8 +355,8 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 			graceOver = true
 		case <-missing:
 			if !inCache {
-				if gone, err := s.podGone(wctx, created); err == nil && gone {
-					return nil, ReasonPodGone, fmt.Errorf("%w: pod %s/%s was deleted", ErrPodGone, created.Namespace, created.Name)
+				if gone, err := s.podGone(wctx, ns, name, uid); err == nil && gone {
+					return nil, ReasonPodGone, fmt.Errorf("%w: pod %s/%s was deleted", ErrPodGone, ns, name)
 				}
 				missing = s.b.clock.After(5 * time.Second)
 			}
@@ -435,17 +435,17 @@ func (s *Spawner) resume(ctx context.Context, em *emitter) (string, error) {
 		run.ns = "" // nothing to clean up
 		return "", fail(StepWait, ReasonPodGone, fmt.Errorf("%w: pod %s/%s", ErrNoPod, st.Namespace, st.PodName))
 	}
-	if err := s.checkOwner("Pod", pod, true); err != nil {
+	if err := s.checkCachedPodOwner(pod); err != nil {
 		run.ns = ""
 		return "", fail(StepWait, ReasonCollision, err)
 	}
-	run.startID, run.pod = pod.Annotations[StartIDAnnotation], pod.UID
+	run.startID, run.pod = pod.Annotations.Get(StartIDAnnotation), pod.UID
 	if rec, ok := StateFromPod(pod); ok {
 		s.LoadState(rec)
 	}
 	em.note(0, "Following the start of pod "+st.Namespace+"/"+st.PodName)
 	cfg := s.b.cfg
-	ready, reason, err := s.waitReady(ctx, &cfg, pods, events, sub, pod, em)
+	ready, reason, err := s.waitReady(ctx, &cfg, pods, events, sub, pod.Namespace, pod.Name, pod.UID, em)
 	if err != nil {
 		return "", fail(StepWait, reason, err)
 	}

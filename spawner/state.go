@@ -6,7 +6,7 @@ import (
 	"net"
 	"strconv"
 
-	corev1 "k8s.io/api/core/v1"
+	"github.com/spawnkit/spawnkit/reflector"
 )
 
 // StateAnnotation holds a server's State as JSON on its pod, so that a
@@ -49,9 +49,11 @@ func (st State) String() string { b, _ := json.Marshal(st); return string(b) }
 
 // StateFromPod reads the State a pod records (StateAnnotation), with the
 // pod's own name and namespace. ok is false for a pod without one (made by
-// KubeSpawner, or by spawnkit before 0.2).
-func StateFromPod(pod *corev1.Pod) (st State, ok bool) {
-	raw, ok := pod.Annotations[StateAnnotation]
+// KubeSpawner, or by spawnkit before 0.2). pod is a cached pod, which
+// keeps the annotation; for a *corev1.Pod read from the API server pass
+// reflector.NewPod(pod).
+func StateFromPod(pod *reflector.Pod) (st State, ok bool) {
+	raw, ok := pod.Annotations.Lookup(StateAnnotation)
 	if !ok || json.Unmarshal([]byte(raw), &st) != nil {
 		return State{}, false
 	}
@@ -63,12 +65,12 @@ func StateFromPod(pod *corev1.Pod) (st State, ok bool) {
 // internal SSL; the host is pod_connect_ip when set (as in KubeSpawner,
 // where it wins), else the DNS name with SSL or services, else the pod's
 // IP (IPv6 in brackets).
-func (st *State) urlFor(pod *corev1.Pod) string {
+func (st *State) urlFor(pod *reflector.Pod) string {
 	scheme := "http://"
 	if st.SSL {
 		scheme = "https://"
 	}
-	host := pod.Status.PodIP
+	host := pod.PodIP
 	switch {
 	case st.ConnectHost != "":
 		host = st.ConnectHost
