@@ -1,30 +1,94 @@
 // Command benchreport measures spawnkit side by side with raw client-go on
 // a simulated cluster (internal/testcluster) and prints a table of ratios,
-// min/median/max over repeats; it writes the same as JSON. It is a program,
-// not a test: `make bench-report` runs it, `make test` never does.
+// min/median/max over repeats, with each row's goal and whether its median
+// meets it; it writes the same as JSON. It is a program, not a test:
+// `make bench-report` runs it, `make test` never does.
 //
-// Measured today: spawn throughput at -n concurrent starts, spawnkit's
-// spawner.Spawner.Start against raw client-go doing the minimum equivalent
-// work (Pods().Create, then waiting for Ready through an informer). Both
-// sides get the same client rate limit (QPS 50, burst 100), a warm
-// informer for their namespace before the clock starts, and a fresh
-// namespace per run, deleted and gone before the next run starts; the
-// order of the two alternates between repeats. The ratio is taken per
-// repeat (spawnkit/raw, above 1 means spawnkit is faster) and summarised.
+// Rows come in groups (-only selects some):
 //
-//	go run ./internal/benchreport -n 100 -repeats 3 -json bench-report.json
+//   - start: spawner.Spawner.Start of -sizes servers at once (100 and
+//     1,000 by default) against raw client-go doing the minimum equivalent
+//     work: Pods().Create (retried on timeouts, 5xx and broken streams, as
+//     spawnkit retries them), then waiting for Ready through a plain pod
+//     informer.
+//   - manager: the same through spawner.Manager as a hub drives it
+//     (NewManager, Start, Spawn each server, follow Watch until every
+//     server is running), against the same raw work. The Manager keeps
+//     its default ConcurrentSpawnLimit (100, JupyterHub's
+//     concurrent_spawn_limit) unless -spawn-limit says otherwise.
+//   - poll: spawner.Spawner.Poll of a running server, with -poll-pods
+//     pods (10,000 by default) in the cache, against a raw lister Get and
+//     a readiness and exit check: ns/op and allocs/op over a timed loop.
+//   - heap (cache.go): heap per cached pod, 10,000 realistic running pods
+//     decoded from the API server, Registry.Pods against a plain pod
+//     informer (store, namespace index and, for spawnkit, its uid map).
+//   - progress (progress.go): latency p50/p99 from posting a pod event to
+//     its arrival in a start's progress Stream, against a raw event
+//     informer's handler.
+//   - detection (detect.go): failure-detection latency p50/p99 from a
+//     running server's pod turning Failed to Manager.Watch saying so,
+//     against a raw pod informer's handler.
+//   - recovery (recovery.go): a cold Manager over 10,000 running servers
+//     until it lists them all running with their URLs, against a raw
+//     informer sync and a map of URLs built from the pods.
+//   - orphan (orphan.go): orphan.List over 100,000 pods against 100,000
+//     known servers (1% stopped, and all stopped), served from a synced
+//     Registry, against a map diff over a plain informer's store. It runs
+//     on client-go's fake clientset: creating 100,000 real pods would take
+//     many minutes and change nothing the row measures.
+//   - watches (watches.go): WATCH requests opened for 200 users in
+//     user-namespace mode, spawnkit's Manager against per-namespace raw
+//     informers.
+//
+// Each start and manager run also yields, for both sides: API requests per
+// spawn by verb and resource (a counting RoundTripper wrapped around the
+// client's transport with rest.Config.Wrap; the table shows pod creates
+// and all requests, the JSON every verb and resource), client CPU per
+// spawn (getrusage user+system time of the process over the run, divided
+// by the spawns), and, in the JSON and on stderr, phase timings: when the
+// creates were answered, when the spawns were done, and when the pods
+// turned Ready by the cluster's clock. So that only the measured client is
+// counted, each side's spawn run is a child process of this program (the
+// simulated cluster keeps an in-process informer of its own); the child
+// connects through the cluster's kubeconfig, warms its informers, and
+// reports its clock, CPU and requests for the spawns alone. -cpuprofile
+// writes a CPU profile of each such window.
+//
+// Honesty rules: in spawn rows both sides get the same client rate limit
+// (QPS 50, burst 100), informers synced before the clock starts (both
+// list and watch through the typed client, so with the same encoding),
+// and a fresh namespace per run, deleted and gone (and the cluster left a
+// moment to settle) before the next run starts; the order of the two
+// sides alternates between repeats. Every ratio is spawnkit/raw, taken
+// per repeat and summarised; each row says whether higher or lower is
+// better (a throughput ratio above 1 means spawnkit is faster, a CPU
+// ratio above 1 that it spends more). A run that fails is listed under
+// the table and its repeat has no ratio; the other side still runs.
+//
+// -raw-planned-pod, -raw-events and -no-events are diagnostics, off in a
+// report: the raw side creates the very pod spawnkit renders, or watches
+// pod events as spawnkit does, or spawnkit runs without its event
+// informer.
+//
+//	go run ./internal/benchreport -repeats 3 -json bench-report.json
+//	go run ./internal/benchreport -quick -only start
+//	go run ./internal/benchreport -only manager -sizes 1000 -cpuprofile /tmp/spawn
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -42,19 +106,145 @@ import (
 
 const image = "quay.io/jupyter/base-notebook:2024-01-01"
 
+// Producer makes one group of rows. It gets the running cluster and the
+// number of repeats, and returns its rows with one value per repeat on
+// each side (Measure.Add); main summarises them.
+type Producer func(ctx context.Context, env *Env, repeats int) ([]Measure, error)
+
+// producers are the row groups, in the order they run and print; -only
+// selects them by name.
+var producers = []group{
+	{"start", measureStart},
+	{"manager", measureManager},
+	{"poll", measurePoll},
+	{"heap", measureHeap},
+	{"progress", measureProgress},
+	{"detection", measureDetection},
+	{"recovery", measureRecovery},
+	{"orphan", measureOrphanDiff},
+	{"watches", measureWatches},
+}
+
+type group struct {
+	name string
+	fn   Producer
+}
+
+// Env is what a Producer works with. Its fields are read-only.
+type Env struct {
+	Cluster *testcluster.Cluster
+	// Config is the cluster's admin config with the spawn rows' rate
+	// limit (QPS 50, burst 100), and Client a clientset built from it.
+	Config *rest.Config
+	Client kubernetes.Interface
+	// Sizes are the concurrent spawns of the spawn rows, one row each.
+	Sizes []int
+	// PollPods is how many pods the poll rows keep in the cache.
+	PollPods int
+	// Quick is set for a smoke run: producers keep their work small.
+	Quick bool
+	// SpawnLimit is the Manager's ConcurrentSpawnLimit (0: its default).
+	SpawnLimit int
+	// Self is this program's executable, for child runs.
+	Self string
+	// CPUProfile, when set, is the path prefix of CPU profiles of the
+	// measured windows.
+	CPUProfile string
+	// Diagnostics for spawn rows, off in a report: RawPlannedPod makes
+	// the raw side create the very pod spawnkit renders (so only the
+	// client differs), NoEvents runs spawnkit without its event informer
+	// (events_enabled false), RawEvents gives the raw side an event
+	// informer like spawnkit's.
+	RawPlannedPod, NoEvents, RawEvents bool
+}
+
 func main() {
 	flags := flag.NewFlagSet("benchreport", flag.ExitOnError)
-	n := flags.Int("n", 100, "concurrent spawns per run")
-	repeats := flags.Int("repeats", 3, "runs per side")
+	sizes := flags.String("sizes", "100,1000", "concurrent spawns of the start and manager rows, comma-separated: one row each")
+	repeats := flags.Int("repeats", 3, "runs per side and row")
+	quick := flags.Bool("quick", false, "a smoke run: small sizes (20), 1,000 poll pods, unless -sizes or -poll-pods are given")
+	only := flags.String("only", "", "run only these row groups, comma-separated: "+groupNames())
+	pollPods := flags.Int("poll-pods", 10_000, "pods in the cache for the poll rows")
+	spawnLimit := flags.Int("spawn-limit", 0, "the Manager's ConcurrentSpawnLimit in manager rows (0: its default, 100; negative: none)")
 	jsonPath := flags.String("json", "bench-report.json", "write the report here as JSON (\"\" for none)")
+	cpuProfile := flags.String("cpuprofile", "", "write a CPU profile of each measured window to files starting with this path")
+	rawPlanned := flags.Bool("raw-planned-pod", false, "diagnostic: the raw side creates the pod spawnkit renders")
+	noEvents := flags.Bool("no-events", false, "diagnostic: spawnkit runs without its event informer (events_enabled false)")
+	rawEvents := flags.Bool("raw-events", false, "diagnostic: the raw side also watches pod events, as spawnkit does")
+	child := flags.String("child", "", "internal: run one side of a spawn run, described by this JSON")
 	_ = flags.Parse(os.Args[1:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *n, *repeats, *jsonPath); err != nil {
+	if *child != "" {
+		if err := runChild(ctx, *child, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "benchreport child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	set := map[string]bool{}
+	flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *quick && !set["sizes"] {
+		*sizes = "20"
+	}
+	if *quick && !set["poll-pods"] {
+		*pollPods = 1000
+	}
+	env := &Env{PollPods: *pollPods, Quick: *quick, SpawnLimit: *spawnLimit, CPUProfile: *cpuProfile,
+		RawPlannedPod: *rawPlanned, NoEvents: *noEvents, RawEvents: *rawEvents}
+	groups, err := parseConfig(env, *sizes, *only, *repeats)
+	if err == nil {
+		env.Self, err = os.Executable()
+	}
+	if err == nil {
+		err = run(ctx, env, groups, *repeats, *jsonPath)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
 	}
+}
+
+func groupNames() string {
+	names := make([]string, len(producers))
+	for i, p := range producers {
+		names[i] = p.name
+	}
+	return strings.Join(names, ",")
+}
+
+// parseConfig checks the flags and returns the groups to run.
+func parseConfig(env *Env, sizes, only string, repeats int) ([]string, error) {
+	if repeats < 1 {
+		return nil, fmt.Errorf("-repeats must be at least 1 (got %d)", repeats)
+	}
+	if env.PollPods < 1 {
+		return nil, fmt.Errorf("-poll-pods must be at least 1 (got %d)", env.PollPods)
+	}
+	for f := range strings.SplitSeq(sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-sizes: %q is not a positive number", f)
+		}
+		env.Sizes = append(env.Sizes, n)
+	}
+	var groups []string
+	for g := range strings.SplitSeq(only, ",") {
+		if g = strings.TrimSpace(g); g == "" {
+			continue
+		}
+		if !slices.ContainsFunc(producers, func(p group) bool { return p.name == g }) {
+			return nil, fmt.Errorf("-only: no row group %q (there are %s)", g, groupNames())
+		}
+		groups = append(groups, g)
+	}
+	if len(groups) == 0 {
+		for _, p := range producers {
+			groups = append(groups, p.name)
+		}
+	}
+	return groups, nil
 }
 
 // Report is what the JSON file holds.
@@ -63,6 +253,9 @@ type Report struct {
 	Machine  Machine   `json:"machine"`
 	Repeats  int       `json:"repeats"`
 	Measures []Measure `json:"measures"`
+	// Errors are the groups that failed, with why; their rows are
+	// missing.
+	Errors map[string]string `json:"errors,omitempty"`
 }
 
 // Machine says where the report was made.
@@ -74,15 +267,77 @@ type Machine struct {
 	GoVersion string `json:"go_version"`
 }
 
+// Better says which way a measure improves.
+type Better string
+
+const (
+	Higher Better = "higher"
+	Lower  Better = "lower"
+)
+
+// Goal is the target of a row: Value for the median of Of, which is
+// "ratio" (spawnkit/raw) or "spawnkit" (spawnkit's own value). It holds
+// when the median is at least Value (Better higher) or at most Value
+// (Better lower).
+type Goal struct {
+	Of    string  `json:"of"`
+	Value float64 `json:"value"`
+}
+
 // Measure is one row: the value of each side per repeat, and the ratio
-// spawnkit/raw per repeat summarised. For a throughput a ratio above 1
-// means spawnkit is faster.
+// spawnkit/raw per repeat summarised. Better says which direction is an
+// improvement, for the values and the ratio alike.
 type Measure struct {
+	Group    string    `json:"group"`
 	Name     string    `json:"name"`
 	Unit     string    `json:"unit"`
+	Better   Better    `json:"better"`
+	Goal     *Goal     `json:"goal,omitempty"`
 	Spawnkit []float64 `json:"spawnkit"`
 	Raw      []float64 `json:"raw"`
 	Ratio    Summary   `json:"ratio"`
+	// Holds says whether the goal's median meets it (nil without a goal).
+	Holds *bool `json:"holds,omitempty"`
+	// Failed are the repeats that failed, with why; they have no values.
+	Failed []string `json:"failed,omitempty"`
+	// Detail is any further data a row has, such as requests per spawn by
+	// verb and resource, per side and repeat.
+	Detail any `json:"detail,omitempty"`
+}
+
+// Add records one repeat.
+func (m *Measure) Add(spawnkit, raw float64) {
+	m.Spawnkit, m.Raw = append(m.Spawnkit, spawnkit), append(m.Raw, raw)
+}
+
+// finish computes the ratio summary and whether the goal holds. A repeat
+// whose raw value is 0 has no ratio, unless spawnkit's is 0 too (ratio 1).
+func (m *Measure) finish() {
+	var ratios []float64
+	for i := range min(len(m.Spawnkit), len(m.Raw)) {
+		switch sk, raw := m.Spawnkit[i], m.Raw[i]; {
+		case raw != 0:
+			ratios = append(ratios, sk/raw)
+		case sk == 0:
+			ratios = append(ratios, 1)
+		}
+	}
+	m.Ratio = summarize(ratios)
+	if m.Goal == nil || len(m.Spawnkit) == 0 {
+		return // no goal, or no values to judge
+	}
+	v := m.Ratio.Median
+	if m.Goal.Of == "spawnkit" {
+		v = summarize(m.Spawnkit).Median
+	}
+	holds := v >= m.Goal.Value
+	if m.Better == Lower {
+		holds = v <= m.Goal.Value
+	}
+	if m.Goal.Of == "ratio" && len(ratios) == 0 {
+		holds = false
+	}
+	m.Holds = &holds
 }
 
 // Summary is min, median and max over repeats.
@@ -104,10 +359,7 @@ func summarize(xs []float64) Summary {
 	return Summary{Min: s[0], Median: med, Max: s[len(s)-1]}
 }
 
-func run(ctx context.Context, n, repeats int, jsonPath string) error {
-	if n < 1 || repeats < 1 {
-		return fmt.Errorf("-n and -repeats must be at least 1 (got %d and %d)", n, repeats)
-	}
+func run(ctx context.Context, env *Env, groups []string, repeats int, jsonPath string) error {
 	startCtx, cancel := context.WithTimeout(ctx, testcluster.StartTimeout)
 	defer cancel()
 	fmt.Fprintln(os.Stderr, "starting the simulated cluster...")
@@ -120,61 +372,44 @@ func run(ctx context.Context, n, repeats int, jsonPath string) error {
 			fmt.Fprintln(os.Stderr, "benchreport: stopping the cluster:", err)
 		}
 	}()
-	cfg := rest.CopyConfig(cluster.Config)
-	cfg.QPS, cfg.Burst = 50, 100 // the same for both sides
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
+	env.Cluster = cluster
+	env.Config = rest.CopyConfig(cluster.Config)
+	env.Config.QPS, env.Config.Burst = 50, 100 // the same for both sides
+	if env.Client, err = kubernetes.NewForConfig(env.Config); err != nil {
 		return err
 	}
 
-	m := Measure{Name: fmt.Sprintf("spawn throughput, %d concurrent (Spawner.Start vs Create+informer)", n), Unit: "spawns/s"}
-	var ratios []float64
-	for r := range repeats {
-		// Alternate which side goes first, so that neither always meets
-		// the cluster warmer or busier.
-		sides := []string{"raw", "spawnkit"}
-		if r%2 == 1 {
-			slices.Reverse(sides)
-		}
-		var sk, raw float64
-		for _, side := range sides {
-			ns, err := newNamespace(ctx, client, side)
-			if err != nil {
-				return err
-			}
-			var elapsed time.Duration
-			if side == "raw" {
-				elapsed, err = rawSpawns(ctx, client, ns, n)
-			} else {
-				elapsed, err = spawnkitSpawns(ctx, client, ns, n)
-			}
-			if err != nil {
-				return fmt.Errorf("repeat %d, %s: %w", r+1, side, err)
-			}
-			rate := float64(n) / elapsed.Seconds()
-			fmt.Fprintf(os.Stderr, "repeat %d: %-8s %d spawns in %s (%.1f/s)\n", r+1, side, n, elapsed.Round(time.Millisecond), rate)
-			if side == "raw" {
-				raw = rate
-			} else {
-				sk = rate
-			}
-			// Leave the cluster as empty as it was, and wait for it: a
-			// namespace's pods being deleted would weigh on the next run.
-			if err := deleteNamespace(ctx, client, ns); err != nil {
-				return err
-			}
-		}
-		m.Spawnkit, m.Raw = append(m.Spawnkit, sk), append(m.Raw, raw)
-		ratios = append(ratios, sk/raw)
-	}
-	m.Ratio = summarize(ratios)
-
 	host, _ := os.Hostname()
 	report := Report{
-		Date:     time.Now().UTC().Truncate(time.Second),
-		Machine:  Machine{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()},
-		Repeats:  repeats,
-		Measures: []Measure{m},
+		Date:    time.Now().UTC().Truncate(time.Second),
+		Machine: Machine{Hostname: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()},
+		Repeats: repeats,
+	}
+	var failed []error
+	for _, p := range producers {
+		if !slices.Contains(groups, p.name) {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "== %s\n", p.name)
+		ms, err := p.fn(ctx, env, repeats)
+		if err != nil {
+			// Keep the other groups' rows: a long run is not thrown away
+			// for one failure.
+			fmt.Fprintf(os.Stderr, "benchreport: %s: %v\n", p.name, err)
+			if report.Errors == nil {
+				report.Errors = map[string]string{}
+			}
+			report.Errors[p.name] = err.Error()
+			failed = append(failed, fmt.Errorf("%s: %w", p.name, err))
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		for i := range ms {
+			ms[i].Group = p.name
+			ms[i].finish()
+		}
+		report.Measures = append(report.Measures, ms...)
 	}
 	printTable(os.Stdout, report)
 	if jsonPath != "" {
@@ -187,12 +422,13 @@ func run(ctx context.Context, n, repeats int, jsonPath string) error {
 		}
 		fmt.Fprintln(os.Stderr, "wrote", jsonPath)
 	}
-	return nil
+	return errors.Join(failed...)
 }
 
-func newNamespace(ctx context.Context, client kubernetes.Interface, side string) (string, error) {
-	ns, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-" + side + "-"},
+// NewNamespace creates a namespace named prefix-<random>.
+func (env *Env) NewNamespace(ctx context.Context, prefix string) (string, error) {
+	ns, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-" + prefix + "-"},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("creating a namespace: %w", err)
@@ -200,14 +436,15 @@ func newNamespace(ctx context.Context, client kubernetes.Interface, side string)
 	return ns.Name, nil
 }
 
-// deleteNamespace deletes ns and waits, up to two minutes, until it is
-// gone.
-func deleteNamespace(ctx context.Context, client kubernetes.Interface, ns string) error {
-	if err := client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+// DeleteNamespace deletes ns and waits, up to timeout, until it is gone:
+// a namespace whose pods are still being deleted would weigh on the next
+// run.
+func (env *Env) DeleteNamespace(ctx context.Context, ns string, timeout time.Duration) error {
+	if err := env.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("deleting namespace %s: %w", ns, err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		_, err := env.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
@@ -223,21 +460,71 @@ func printTable(out io.Writer, r Report) {
 	fmt.Fprintf(out, "spawnkit vs raw client-go, %s, %s/%s, %d CPUs, %s, %d repeats\n\n",
 		r.Date.Format(time.DateOnly), r.Machine.OS, r.Machine.Arch, r.Machine.CPUs, r.Machine.GoVersion, r.Repeats)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "measure\tunit\tspawnkit (median)\traw (median)\tratio min\tratio median\tratio max")
+	fmt.Fprintln(tw, "measure\tunit\tbetter\tspawnkit (median)\traw (median)\tratio min\tratio median\tratio max\tgoal\tholds")
 	for _, m := range r.Measures {
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.2f×\t%.2f×\t%.2f×\n", m.Name, m.Unit,
-			summarize(m.Spawnkit).Median, summarize(m.Raw).Median, m.Ratio.Min, m.Ratio.Median, m.Ratio.Max)
+		goal, holds := "-", "-"
+		if g := m.Goal; g != nil {
+			op := "≥"
+			if m.Better == Lower {
+				op = "≤"
+			}
+			goal = fmt.Sprintf("%s %s %s", g.Of, op, num(g.Value))
+			if m.Goal.Of == "ratio" {
+				goal += "×"
+			}
+			holds = "NO"
+			if m.Holds != nil && *m.Holds {
+				holds = "yes"
+			}
+			if len(m.Failed) > 0 {
+				holds += fmt.Sprintf(" (%d failed)", len(m.Failed))
+			}
+		}
+		if len(m.Spawnkit) == 0 {
+			if m.Goal != nil {
+				holds = fmt.Sprintf("- (%d failed)", len(m.Failed))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\t-\t%s\t%s\n", m.Name, m.Unit, m.Better, goal, holds)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s×\t%s×\t%s×\t%s\t%s\n", m.Name, m.Unit, m.Better,
+			num(summarize(m.Spawnkit).Median), num(summarize(m.Raw).Median),
+			ratio(m.Ratio.Min), ratio(m.Ratio.Median), ratio(m.Ratio.Max), goal, holds)
 	}
 	_ = tw.Flush()
+	seen := map[string]bool{}
+	for _, m := range r.Measures {
+		for _, f := range m.Failed {
+			if !seen[f] {
+				seen[f] = true
+				fmt.Fprintf(out, "\nfailed: %s\n", f)
+			}
+		}
+	}
+	for g, err := range r.Errors {
+		fmt.Fprintf(out, "\ngroup %s failed: %s\n", g, err)
+	}
 }
 
-// spawnAll runs start for 0..n-1 at once and returns how long all took.
-func spawnAll(ctx context.Context, n int, start func(ctx context.Context, i int) error) (time.Duration, error) {
+// num prints a value with about three significant digits.
+func num(x float64) string {
+	switch a := math.Abs(x); {
+	case a >= 100:
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(x, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(x, 'f', 2, 64)
+	}
+}
+
+func ratio(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }
+
+// spawnAll runs start for 0..n-1 at once and returns the first error.
+func spawnAll(ctx context.Context, n int, start func(ctx context.Context, i int) error) error {
 	g, gctx := errgroup.WithContext(ctx)
-	begin := time.Now()
 	for i := range n {
 		g.Go(func() error { return start(gctx, i) })
 	}
-	err := g.Wait()
-	return time.Since(begin), err
+	return g.Wait()
 }

@@ -1,16 +1,32 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
@@ -18,10 +34,323 @@ import (
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
-// rawSpawns is the minimum client-go does for the same result as
-// Spawner.Start: create a pod and wait until it is Ready, seen through an
-// informer on the namespace that was synced before the clock started.
-func rawSpawns(ctx context.Context, client kubernetes.Interface, ns string, n int) (time.Duration, error) {
+// The spawnkit side of a spawn row: Spawner.Start or Manager.Spawn.
+const (
+	apiStart   = "start"
+	apiManager = "manager"
+)
+
+func measureStart(ctx context.Context, env *Env, repeats int) ([]Measure, error) {
+	return measureSpawns(ctx, env, repeats, apiStart)
+}
+
+func measureManager(ctx context.Context, env *Env, repeats int) ([]Measure, error) {
+	return measureSpawns(ctx, env, repeats, apiManager)
+}
+
+// measureSpawns makes four rows per size: throughput, pod creates and all
+// requests per spawn, and client CPU per spawn, from the same runs.
+func measureSpawns(ctx context.Context, env *Env, repeats int, api string) ([]Measure, error) {
+	what := map[string]string{apiStart: "Spawner.Start", apiManager: "Manager.Spawn"}[api]
+	var out []Measure
+	for _, n := range env.Sizes {
+		through := Measure{Name: fmt.Sprintf("spawn throughput, %s, %d concurrent", what, n), Unit: "spawns/s",
+			Better: Higher, Goal: &Goal{Of: "ratio", Value: 0.9}}
+		creates := Measure{Name: fmt.Sprintf("pod creates per spawn, %s, %d concurrent", what, n), Unit: "POST pods/spawn",
+			Better: Lower, Goal: &Goal{Of: "spawnkit", Value: 1}}
+		requests := Measure{Name: fmt.Sprintf("API requests per spawn, %s, %d concurrent", what, n), Unit: "requests/spawn",
+			Better: Lower}
+		cpu := Measure{Name: fmt.Sprintf("client CPU per spawn, %s, %d concurrent", what, n), Unit: "CPU ms/spawn",
+			Better: Lower, Goal: &Goal{Of: "ratio", Value: 1.2}}
+		var calls, timings []runDetail
+		for r := range repeats {
+			// Alternate which side goes first, so that neither always meets
+			// the cluster warmer or busier.
+			sides := []string{"raw", "spawnkit"}
+			if r%2 == 1 {
+				slices.Reverse(sides)
+			}
+			results := map[string]spawnResult{}
+			for _, side := range sides {
+				res, runErr, err := spawnRunOnce(ctx, env, api, side, n, r)
+				if err != nil {
+					return out, fmt.Errorf("%s, %d concurrent, repeat %d, %s: %w", what, n, r+1, side, err)
+				}
+				if runErr != nil {
+					// A failed run is reported, not hidden: the repeat has
+					// no values, and the row says why.
+					msg := fmt.Sprintf("%s, %d concurrent, repeat %d, %s: %v", what, n, r+1, side, runErr)
+					fmt.Fprintln(os.Stderr, msg)
+					for _, m := range []*Measure{&through, &creates, &requests, &cpu} {
+						m.Failed = append(m.Failed, msg)
+					}
+					// The other side still runs: its numbers are logged
+					// and kept in Detail, though the repeat has no ratio.
+					continue
+				}
+				results[side] = res
+				perVerb := perSpawn(nil, res.Calls, n)
+				calls = append(calls, runDetail{Repeat: r + 1, Side: side, CallsPerSpawn: perVerb})
+				timings = append(timings, runDetail{Repeat: r + 1, Side: side, Phases: &res.Phases})
+				fmt.Fprintf(os.Stderr, "%s n=%d repeat %d: %-8s %s (%.1f/s), %.2f requests/spawn, %.2f CPU ms/spawn; %s\n",
+					api, n, r+1, side, res.Elapsed.Round(time.Millisecond), float64(n)/res.Elapsed.Seconds(),
+					total(perVerb), msPer(res.CPU, n), res.Phases)
+			}
+			sk, okSk := results["spawnkit"]
+			raw, okRaw := results["raw"]
+			if !okSk || !okRaw {
+				continue
+			}
+			through.Add(float64(n)/sk.Elapsed.Seconds(), float64(n)/raw.Elapsed.Seconds())
+			creates.Add(float64(sk.Calls["POST pods"])/float64(n), float64(raw.Calls["POST pods"])/float64(n))
+			requests.Add(total(perSpawn(nil, sk.Calls, n)), total(perSpawn(nil, raw.Calls, n)))
+			cpu.Add(msPer(sk.CPU, n), msPer(raw.CPU, n))
+		}
+		requests.Detail, through.Detail = calls, timings
+		out = append(out, through, creates, requests, cpu)
+	}
+	return out, nil
+}
+
+// runDetail is one side's run of a repeat, in a spawn row's Detail:
+// requests per spawn by verb and resource, or phase timings.
+type runDetail struct {
+	Repeat        int                `json:"repeat"`
+	Side          string             `json:"side"`
+	CallsPerSpawn map[string]float64 `json:"calls_per_spawn,omitempty"`
+	Phases        *phases            `json:"phases,omitempty"`
+}
+
+func msPer(d time.Duration, n int) float64 {
+	return float64(d) / float64(time.Millisecond) / float64(n)
+}
+
+// spawnRun describes one side of one spawn run, done by a child process.
+type spawnRun struct {
+	API        string `json:"api"`  // apiStart or apiManager
+	Side       string `json:"side"` // "spawnkit" or "raw"
+	Namespace  string `json:"namespace"`
+	N          int    `json:"n"`
+	Kubeconfig string `json:"kubeconfig"`
+	SpawnLimit int    `json:"spawn_limit,omitempty"`
+	Profile    string `json:"profile,omitempty"`
+	// Diagnostics (see Env): the raw side creates the pod spawnkit
+	// renders, or watches pod events too; spawnkit runs without its event
+	// informer.
+	RawPlannedPod bool `json:"raw_planned_pod,omitempty"`
+	NoEvents      bool `json:"no_events,omitempty"`
+	RawEvents     bool `json:"raw_events,omitempty"`
+}
+
+// spawnResult is what a child measured over the spawns alone.
+type spawnResult struct {
+	Elapsed time.Duration  `json:"elapsed"`
+	CPU     time.Duration  `json:"cpu"`
+	Calls   map[string]int `json:"calls"`
+	Phases  phases         `json:"phases"`
+}
+
+// phases say when, from the start of the clock, the pod creates were
+// answered and the spawns were done (ready), at the median and the last:
+// a side slower at the creates loses in the client or the API server, a
+// side slower only from create to ready loses in how it learns of
+// readiness.
+type phases struct {
+	CreatedP50 time.Duration `json:"created_p50"`
+	CreatedMax time.Duration `json:"created_max"`
+	ReadyP50   time.Duration `json:"ready_p50"`
+	ReadyMax   time.Duration `json:"ready_max"`
+	// ServerReady is when the pods' Ready condition turned true by the
+	// cluster's clock (whole seconds): the same as Ready for both sides
+	// means the cluster was as fast for both, and a later Ready means the
+	// side learnt of it later.
+	ServerReadyP50 time.Duration `json:"server_ready_p50"`
+	ServerReadyMax time.Duration `json:"server_ready_max"`
+}
+
+func (p phases) String() string {
+	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
+	return fmt.Sprintf("created p50 %s max %s, ready p50 %s max %s, ready by the cluster's clock p50 %s max %s",
+		r(p.CreatedP50), r(p.CreatedMax), r(p.ReadyP50), r(p.ReadyMax), r(p.ServerReadyP50), r(p.ServerReadyMax))
+}
+
+// p50max returns the median and the largest of ds.
+func p50max(ds []time.Duration) (time.Duration, time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	s := slices.Sorted(slices.Values(ds))
+	return s[len(s)/2], s[len(s)-1]
+}
+
+// spawnRunOnce runs one side in a fresh namespace, in a child process,
+// and deletes the namespace again, waiting until it is gone. runErr is
+// the run's failure; err a failure to set up or clean up, after which no
+// further run would be fair.
+func spawnRunOnce(ctx context.Context, env *Env, api, side string, n, repeat int) (res spawnResult, runErr, err error) {
+	ns, err := env.NewNamespace(ctx, side)
+	if err != nil {
+		return spawnResult{}, nil, err
+	}
+	spec := spawnRun{API: api, Side: side, Namespace: ns, N: n, Kubeconfig: env.Cluster.Kubeconfig, SpawnLimit: env.SpawnLimit,
+		RawPlannedPod: env.RawPlannedPod, NoEvents: env.NoEvents, RawEvents: env.RawEvents}
+	if env.CPUProfile != "" {
+		spec.Profile = fmt.Sprintf("%s-%s-%d-%s-r%d.pprof", env.CPUProfile, api, n, side, repeat+1)
+	}
+	res, runErr = runInChild(ctx, env.Self, spec)
+	if ctx.Err() != nil {
+		return res, nil, context.Cause(ctx)
+	}
+	// A 1,000-pod namespace takes kwok a while to empty.
+	if err = env.DeleteNamespace(ctx, ns, 2*time.Minute+time.Duration(n)*300*time.Millisecond); err != nil {
+		return res, runErr, err
+	}
+	// The namespace is gone, but the cluster's components may still be
+	// digesting its deletion: let them settle, so that the next run
+	// meets the cluster as this one did.
+	select {
+	case <-time.After(settle(n)):
+	case <-ctx.Done():
+		return res, runErr, context.Cause(ctx)
+	}
+	return res, runErr, nil
+}
+
+// settle is the pause after a run of n spawns.
+func settle(n int) time.Duration { return 2*time.Second + time.Duration(n)*10*time.Millisecond }
+
+func runInChild(ctx context.Context, self string, spec spawnRun) (spawnResult, error) {
+	arg, err := json.Marshal(spec)
+	if err != nil {
+		return spawnResult{}, err
+	}
+	cmd := exec.CommandContext(ctx, self, "-child", string(arg))
+	var stderr bytes.Buffer
+	cmd.Stderr = io.MultiWriter(os.Stderr, &stderr)
+	out, err := cmd.Output()
+	if err != nil {
+		// The child's own words are its last line.
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		return spawnResult{}, fmt.Errorf("the child process: %w: %s", err, lines[len(lines)-1])
+	}
+	var res spawnResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		return spawnResult{}, fmt.Errorf("reading the child's result %q: %w", out, err)
+	}
+	return res, nil
+}
+
+// runChild does one side of a spawn run: it connects with the spawn rows'
+// rate limit and a counting transport, prepares the side (informers
+// synced), and measures its spawns alone: wall clock, the process's CPU
+// time, and requests. It writes the result to out as JSON.
+func runChild(ctx context.Context, arg string, out io.Writer) error {
+	var spec spawnRun
+	if err := json.Unmarshal([]byte(arg), &spec); err != nil {
+		return fmt.Errorf("reading -child: %w", err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", spec.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 50, 100 // the same for both sides
+	counter := newCallCounter()
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return counter.wrap(rt) })
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	var prepare func(ctx context.Context, client kubernetes.Interface, spec spawnRun) (spawns func(ctx context.Context, ready func()) error, done func(), err error)
+	switch {
+	case spec.Side == "raw":
+		prepare = prepareRaw
+	case spec.API == apiStart:
+		prepare = prepareStart
+	case spec.API == apiManager:
+		prepare = prepareManager
+	default:
+		return fmt.Errorf("no side %q of %q", spec.Side, spec.API)
+	}
+	// Generous, but a start that hangs must not hang the report.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute+time.Duration(spec.N)*100*time.Millisecond)
+	defer cancel()
+	spawns, done, err := prepare(ctx, client, spec)
+	if err != nil {
+		return err
+	}
+	defer done()
+
+	stopProfile, err := startProfile(spec.Profile)
+	if err != nil {
+		return err
+	}
+	calls0 := counter.snapshot()
+	cpu0, err := cpuTime()
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex // guards readyAt
+	var readyAt []time.Duration
+	begin := time.Now()
+	spawnErr := spawns(ctx, func() {
+		d := time.Since(begin)
+		mu.Lock()
+		readyAt = append(readyAt, d)
+		mu.Unlock()
+	})
+	elapsed := time.Since(begin)
+	cpu1, err := cpuTime()
+	if err != nil {
+		return err
+	}
+	calls1 := counter.snapshot()
+	if err := stopProfile(); err != nil {
+		return err
+	}
+	if spawnErr != nil {
+		return spawnErr
+	}
+	res := spawnResult{Elapsed: elapsed, CPU: cpu1 - cpu0, Calls: map[string]int{}}
+	res.Phases.CreatedP50, res.Phases.CreatedMax = p50max(counter.createdSince(begin))
+	mu.Lock()
+	res.Phases.ReadyP50, res.Phases.ReadyMax = p50max(readyAt)
+	mu.Unlock()
+	if res.Phases.ServerReadyP50, res.Phases.ServerReadyMax, err = serverReady(ctx, client, spec.Namespace, begin); err != nil {
+		return err
+	}
+	for k, v := range calls1 {
+		if d := v - calls0[k]; d != 0 {
+			res.Calls[k] = d
+		}
+	}
+	return json.NewEncoder(out).Encode(res)
+}
+
+// serverReady returns when, after begin, the namespace's pods turned
+// Ready by their Ready condition's transition time: the median and the
+// last.
+func serverReady(ctx context.Context, client kubernetes.Interface, ns string, begin time.Time) (time.Duration, time.Duration, error) {
+	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, 0, fmt.Errorf("listing the pods: %w", err)
+	}
+	var at []time.Duration
+	for _, pod := range list.Items {
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				at = append(at, c.LastTransitionTime.Sub(begin))
+			}
+		}
+	}
+	p50, last := p50max(at)
+	return p50, last, nil
+}
+
+// prepareRaw is the minimum client-go does for the same result as a
+// start: create a pod and wait until it is Ready, seen through an informer
+// on the namespace that was synced before the clock started.
+func prepareRaw(ctx context.Context, client kubernetes.Interface, spec spawnRun) (func(context.Context, func()) error, func(), error) {
+	ns, n := spec.Namespace, spec.N
 	ready := make(map[string]chan struct{}, n) // read-only once the informer runs
 	for i := range n {
 		ready[rawName(i)] = make(chan struct{})
@@ -37,40 +366,110 @@ func rawSpawns(ctx context.Context, client kubernetes.Interface, ns string, n in
 			close(ch)
 		}
 	}
-	inf := cache.NewSharedIndexInformer(
-		cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "pods", ns, fields.Everything()),
-		&corev1.Pod{}, 0, cache.Indexers{})
+	inf := rawPodInformer(client, ns)
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    seen,
 		UpdateFunc: func(_, obj any) { seen(obj) },
 	}); err != nil {
-		return 0, err
+		return nil, nil, err
 	}
+	synced := []cache.InformerSynced{inf.HasSynced}
 	infCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { inf.RunWithContext(infCtx) })
-	defer func() { cancel(); wg.Wait() }()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return 0, fmt.Errorf("the raw informer did not sync: %w", ctx.Err())
+	if spec.RawEvents {
+		// The same watches as spawnkit's: its pod events too.
+		events := client.CoreV1().Events(ns)
+		sel := fields.OneTermEqualSelector("involvedObject.kind", "Pod").String()
+		evs := cache.NewSharedIndexInformer(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				o.FieldSelector = sel
+				return events.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				o.FieldSelector = sel
+				return events.Watch(ctx, o)
+			},
+		}, &corev1.Event{}, 0, cache.Indexers{})
+		wg.Go(func() { evs.RunWithContext(infCtx) })
+		synced = append(synced, evs.HasSynced)
 	}
-	return spawnAll(ctx, n, func(ctx context.Context, i int) error {
-		pod := &corev1.Pod{
+	done := func() { cancel(); wg.Wait() }
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		done()
+		return nil, nil, fmt.Errorf("the raw informer did not sync: %w", ctx.Err())
+	}
+	pods := make([]*corev1.Pod, n)
+	for i := range pods {
+		pods[i] = &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: rawName(i), Labels: map[string]string{"component": "singleuser-server"}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{
 				Name: "notebook", Image: image, Command: []string{"jupyterhub-singleuser"},
 				Ports: []corev1.ContainerPort{{Name: "notebook-port", ContainerPort: 8888}},
 			}}},
 		}
-		if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating pod %s: %w", pod.Name, err)
+		if spec.RawPlannedPod {
+			o, err := spawner.Plan(ctx, serverOf(i), spawnConfig(ns), spawner.StartOptions{})
+			if err != nil {
+				return nil, nil, err
+			}
+			pods[i] = o.Pod
+			pods[i].Name = rawName(i)
 		}
-		select {
-		case <-ready[pod.Name]:
+	}
+	return func(ctx context.Context, readyFn func()) error {
+		return spawnAll(ctx, n, func(ctx context.Context, i int) error {
+			pod := pods[i]
+			if err := rawCreate(ctx, client, ns, pod); err != nil {
+				return fmt.Errorf("creating pod %s: %w", pod.Name, err)
+			}
+			select {
+			case <-ready[pod.Name]:
+				readyFn()
+				return nil
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for pod %s to be ready: %w", pod.Name, ctx.Err())
+			}
+		})
+	}, done, nil
+}
+
+// rawBackoff retries a raw create for about 20 seconds.
+var rawBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 9, Cap: 5 * time.Second}
+
+// rawCreate is a create with the least retrying a hub needs: an
+// overloaded API server answers with timeouts and 5xx, or resets the
+// stream, and spawnkit retries those too. A retry that finds the pod
+// already there means an earlier try landed.
+func rawCreate(ctx context.Context, client kubernetes.Interface, ns string, pod *corev1.Pod) error {
+	tries := 0
+	return retry.OnError(rawBackoff, func(err error) bool {
+		var uerr *url.Error
+		return ctx.Err() == nil && (apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+			apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || errors.As(err, &uerr))
+	}, func() error {
+		tries++
+		_, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		if tries > 1 && apierrors.IsAlreadyExists(err) {
 			return nil
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for pod %s to be ready: %w", pod.Name, ctx.Err())
 		}
+		return err
 	})
+}
+
+// rawPodInformer is client-go's plain pod informer for ns, listing and
+// watching through the typed client as informer factories do (so with
+// the same wire encoding as spawnkit's Registry).
+func rawPodInformer(client kubernetes.Interface, ns string) cache.SharedIndexInformer {
+	pods := client.CoreV1().Pods(ns)
+	return cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return pods.Watch(ctx, o)
+		},
+	}, &corev1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 }
 
 func rawName(i int) string { return fmt.Sprintf("raw-%04d", i) }
@@ -84,44 +483,81 @@ func podReady(pod *corev1.Pod) bool {
 	return false
 }
 
-// spawnkitSpawns starts n servers with spawner.Spawner.Start, sharing one
-// Registry whose informers for the namespace are synced before the clock
-// starts, as a running hub's would be.
-func spawnkitSpawns(ctx context.Context, client kubernetes.Interface, ns string, n int) (time.Duration, error) {
+// spawnConfig is the configuration both spawnkit sides start servers
+// with: the image and command of the raw side's pod, everything else
+// KubeSpawner's defaults.
+func spawnConfig(ns string) spawner.Config {
+	return spawner.Config{Namespace: ns, Cmd: []string{"jupyterhub-singleuser"}, Pod: manifest.PodSpec{Image: image}}
+}
+
+func serverOf(i int) naming.Server {
+	return naming.Server{Username: fmt.Sprintf("user%04d", i), UserID: int64(i + 1)}
+}
+
+// warmRegistry makes a Registry and holds its pod (and event) informers
+// for ns, synced, as a running hub's would be; release lets them go.
+func warmRegistry(ctx context.Context, client kubernetes.Interface, ns string, withEvents bool) (*reflector.Registry, func(), error) {
 	registry, err := reflector.New(reflector.Options{Client: client})
 	if err != nil {
-		return 0, err
+		return nil, nil, err
 	}
-	defer registry.Close()
 	pods, err := registry.Pods(ctx, ns)
 	if err != nil {
-		return 0, err
+		registry.Close()
+		return nil, nil, err
 	}
-	defer pods.Release()
+	release := func() { pods.Release(); registry.Close() }
+	if err := pods.WaitForSync(ctx); err != nil {
+		release()
+		return nil, nil, err
+	}
+	if !withEvents {
+		return registry, release, nil
+	}
 	events, err := registry.Events(ctx, ns)
 	if err != nil {
-		return 0, err
+		release()
+		return nil, nil, err
 	}
-	defer events.Release()
-	if err := pods.WaitForSync(ctx); err != nil {
-		return 0, err
-	}
+	release = func() { events.Release(); pods.Release(); registry.Close() }
 	if err := events.WaitForSync(ctx); err != nil {
-		return 0, err
+		release()
+		return nil, nil, err
 	}
-	config := spawner.Config{Namespace: ns, Cmd: []string{"jupyterhub-singleuser"}, Pod: manifest.PodSpec{Image: image}}
-	spawners := make([]*spawner.Spawner, n)
+	return registry, release, nil
+}
+
+// prepareStart makes n Spawners sharing one warm Registry; the spawns
+// call Start on each at once.
+func prepareStart(ctx context.Context, client kubernetes.Interface, spec spawnRun) (func(context.Context, func()) error, func(), error) {
+	registry, release, err := warmRegistry(ctx, client, spec.Namespace, !spec.NoEvents)
+	if err != nil {
+		return nil, nil, err
+	}
+	config := spawnConfig(spec.Namespace)
+	config.EventsEnabled = new(!spec.NoEvents)
+	spawners := make([]*spawner.Spawner, spec.N)
+	done := func() {
+		for _, sp := range spawners {
+			if sp != nil {
+				sp.Close()
+			}
+		}
+		release()
+	}
 	for i := range spawners {
-		srv := naming.Server{Username: fmt.Sprintf("user%04d", i), UserID: int64(i + 1)}
-		if spawners[i], err = spawner.New(srv, spawner.Options{Client: client, Registry: registry, Config: config}); err != nil {
-			return 0, err
+		if spawners[i], err = spawner.New(serverOf(i), spawner.Options{Client: client, Registry: registry, Config: config}); err != nil {
+			done()
+			return nil, nil, err
 		}
-		defer spawners[i].Close()
 	}
-	return spawnAll(ctx, n, func(ctx context.Context, i int) error {
-		if _, err := spawners[i].Start(ctx, spawner.StartOptions{}); err != nil {
-			return fmt.Errorf("starting %s: %w", spawners[i].State().PodName, err)
-		}
-		return nil
-	})
+	return func(ctx context.Context, ready func()) error {
+		return spawnAll(ctx, spec.N, func(ctx context.Context, i int) error {
+			if _, err := spawners[i].Start(ctx, spawner.StartOptions{}); err != nil {
+				return fmt.Errorf("starting %s: %w", spawners[i].State().PodName, err)
+			}
+			ready()
+			return nil
+		})
+	}, done, nil
 }

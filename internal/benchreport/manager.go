@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/spawnkit/spawnkit/spawner"
+)
+
+// prepareManager runs a Manager on a warm Registry, as a hub does, and
+// waits until it has recovered the (empty) namespace. The spawns call
+// Spawn for every server at once, as a hub's request handlers would, and
+// end when Watch has reported every server running; a server that fails
+// fails the run.
+func prepareManager(ctx context.Context, client kubernetes.Interface, spec spawnRun) (func(context.Context, func()) error, func(), error) {
+	registry, release, err := warmRegistry(ctx, client, spec.Namespace, !spec.NoEvents)
+	if err != nil {
+		return nil, nil, err
+	}
+	config := spawnConfig(spec.Namespace)
+	config.EventsEnabled = new(!spec.NoEvents)
+	m, err := spawner.NewManager(spawner.ManagerOptions{Client: client, Registry: registry, Config: config,
+		ConcurrentSpawnLimit: spec.SpawnLimit})
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var runErr error // written by the Manager's goroutine, read after wg.Wait
+	wg.Go(func() { runErr = m.Start(runCtx) })
+	done := func() {
+		stop()
+		wg.Wait()
+		if runErr != nil {
+			fmt.Fprintln(os.Stderr, "benchreport: the Manager:", runErr) // stdout is the result
+		}
+		release()
+	}
+	// Poll waits until the Manager has recovered the cluster's servers;
+	// then an unknown server is ErrNotFound.
+	if _, err := m.Poll(ctx, serverOf(-1)); !errors.Is(err, spawner.ErrNotFound) {
+		done()
+		return nil, nil, fmt.Errorf("waiting for the Manager to run: %w", err)
+	}
+	// The watch is opened before the clock so that no change is missed.
+	watchCtx, cancelWatch := context.WithCancel(ctx)
+	watch := m.Watch(watchCtx)
+	stopAll := func() { cancelWatch(); done() }
+	return func(ctx context.Context, ready func()) error {
+		spawned := make(chan error, 1)
+		go func() {
+			spawned <- spawnAll(ctx, spec.N, func(ctx context.Context, i int) error {
+				if _, _, err := m.Spawn(ctx, serverOf(i), spawner.SpawnOptions{}); err != nil {
+					return fmt.Errorf("spawning %s: %w", serverOf(i).Username, err)
+				}
+				return nil
+			})
+		}()
+		running := map[string]bool{}
+		for len(running) < spec.N {
+			select {
+			case st, ok := <-watch:
+				if !ok {
+					return fmt.Errorf("the Manager's watch ended with %d of %d servers running", len(running), spec.N)
+				}
+				switch st.Phase {
+				case spawner.PhaseRunning:
+					if !running[st.User] {
+						running[st.User] = true
+						ready()
+					}
+				case spawner.PhaseFailed:
+					return fmt.Errorf("server of %s failed: %s: %s", st.User, st.Reason, st.Message)
+				}
+			case err := <-spawned:
+				if err != nil {
+					return err
+				}
+				spawned = nil
+			case <-ctx.Done():
+				return fmt.Errorf("%d of %d servers running: %w", len(running), spec.N, ctx.Err())
+			}
+		}
+		if spawned != nil {
+			return <-spawned
+		}
+		return nil
+	}, stopAll, nil
+}
