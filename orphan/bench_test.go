@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -16,7 +15,7 @@ func benchInventory(n int) *inventory {
 		user := fmt.Sprintf("user%06d", i)
 		in.objects = append(in.objects, object{
 			kind:       KindPod,
-			meta:       metav1.ObjectMeta{Name: "jupyter-" + user, Namespace: "jhub", UID: types.UID(fmt.Sprint(i))},
+			meta:       objectMeta{Name: "jupyter-" + user, Namespace: "jhub", UID: types.UID(fmt.Sprint(i))},
 			attributed: true, key: ServerKey{User: user},
 		})
 	}
@@ -53,7 +52,7 @@ func BenchmarkDiffPodsAndSecrets(b *testing.B) {
 	for i := range n {
 		pod := in.objects[i]
 		in.objects = append(in.objects, object{
-			kind: KindSecret, meta: metav1.ObjectMeta{Name: pod.meta.Name, Namespace: pod.meta.Namespace},
+			kind: KindSecret, meta: objectMeta{Name: pod.meta.Name, Namespace: pod.meta.Namespace},
 			ownerPods: []types.UID{pod.meta.UID}, attributed: true, key: pod.key,
 		})
 	}

@@ -196,10 +196,20 @@ type inventory struct {
 
 type object struct {
 	kind       Kind
-	meta       metav1.ObjectMeta
+	meta       objectMeta
 	ownerPods  []types.UID // pod owner references
 	attributed bool
 	key        ServerKey
+}
+
+// objectMeta is the part of an object's metadata the diff reads: a
+// quarter of metav1.ObjectMeta's size, which matters at 100,000 objects.
+type objectMeta struct {
+	Namespace, Name string
+	UID             types.UID
+	ResourceVersion string
+	Created         time.Time
+	Deleting        bool
 }
 
 func listInto(ctx context.Context, opts Options, ns string, kind Kind, in *inventory) error {
@@ -251,7 +261,8 @@ func listInto(ctx context.Context, opts Options, ns string, kind Kind, in *inven
 
 // add records an object by its metadata.
 func (in *inventory) add(kind Kind, m metav1.ObjectMeta) {
-	o := object{kind: kind, meta: m}
+	o := object{kind: kind, meta: objectMeta{Namespace: m.Namespace, Name: m.Name, UID: m.UID,
+		ResourceVersion: m.ResourceVersion, Created: m.CreationTimestamp.Time, Deleting: m.DeletionTimestamp != nil}}
 	for _, ref := range m.OwnerReferences {
 		if ref.Kind == "Pod" && ref.APIVersion == "v1" {
 			o.ownerPods = append(o.ownerPods, ref.UID)
@@ -289,6 +300,7 @@ func podsInto(ctx context.Context, opts Options, ns string, in *inventory) error
 	if err != nil {
 		return fmt.Errorf("orphan: reading pods from the shared cache: %w", err)
 	}
+	in.objects = slices.Grow(in.objects, len(list))
 	for _, p := range list {
 		if sel.Matches(p.Labels) {
 			in.addCachedPod(p)
@@ -301,8 +313,8 @@ func podsInto(ctx context.Context, opts Options, ns string, in *inventory) error
 // the diff reads of a pod: its names, uid, resourceVersion, timestamps
 // and owner annotations (a pod's own owner references are never read).
 func (in *inventory) addCachedPod(p *reflector.Pod) {
-	o := object{kind: KindPod, meta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID,
-		ResourceVersion: p.ResourceVersion, CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp}}
+	o := object{kind: KindPod, meta: objectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID,
+		ResourceVersion: p.ResourceVersion, Created: p.CreationTimestamp.Time, Deleting: p.DeletionTimestamp != nil}}
 	if user, ok := p.Annotations.Lookup(naming.AnnotationUsername); ok && user != "" {
 		o.attributed = true
 		o.key = ServerKey{User: user, Server: p.Annotations.Get(naming.AnnotationServername)}
@@ -359,7 +371,7 @@ func diff(known *Known, in *inventory, kinds []Kind) []Orphan {
 	var need podIndexNeeds
 	for i := range in.objects {
 		o := &in.objects[i]
-		if o.meta.DeletionTimestamp != nil {
+		if o.meta.Deleting {
 			continue
 		}
 		if o.kind != KindPod {
@@ -404,7 +416,7 @@ func diff(known *Known, in *inventory, kinds []Kind) []Orphan {
 		out[j] = Orphan{
 			Kind: o.kind, Namespace: o.meta.Namespace, Name: o.meta.Name, UID: o.meta.UID,
 			ResourceVersion: o.meta.ResourceVersion, Server: o.key, Attributed: o.attributed,
-			Reason: v.reason, Created: o.meta.CreationTimestamp.Time,
+			Reason: v.reason, Created: o.meta.Created,
 		}
 	}
 	return out

@@ -51,12 +51,23 @@ type Status struct {
 // with a UID precondition so that a newer pod of a racing Start is never
 // touched. Poll does not wait for an operation in flight.
 func (s *Spawner) Poll(ctx context.Context) (Status, error) {
+	st, deleteStopped, err := s.pollCached(ctx)
+	if err == nil && deleteStopped != nil {
+		err = deleteStopped(ctx)
+	}
+	return st, err
+}
+
+// pollCached is Poll without the delete of a stopped pod, which it
+// returns instead (nil when there is nothing to delete), so that the
+// Manager can report a failure before the API call rather than after it.
+func (s *Spawner) pollCached(ctx context.Context) (Status, func(context.Context) error, error) {
 	// One lock for the common case: the key, the informer handle, and
 	// the URL last built, all from the same state.
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return Status{}, ErrClosed
+		return Status{}, nil, ErrClosed
 	}
 	ns, name := s.state.Namespace, s.state.PodName
 	key := s.poll.keyFor(ns, name)
@@ -75,39 +86,43 @@ func (s *Spawner) Poll(ctx context.Context) (Status, error) {
 	if pods == nil {
 		var err error
 		if pods, err = s.podsHandle(ctx, ns); err != nil {
-			return Status{}, err
+			return Status{}, nil, err
 		}
 	}
 	pod, ok, err := pods.GetByKey(ctx, key)
 	if err != nil {
-		return Status{}, fmt.Errorf("spawner: polling pod %s/%s: %w", ns, name, err)
+		return Status{}, nil, fmt.Errorf("spawner: polling pod %s/%s: %w", ns, name, err)
 	}
 	if !ok {
 		x := podExit(nil)
-		return Status{ExitCode: x.Code, Reason: x.Reason, Message: x.Message}, nil
+		return Status{ExitCode: x.Code, Reason: x.Reason, Message: x.Message}, nil, nil
 	}
 	if !ownedBy(s.server, pod) && s.checkCachedPodOwner(pod) != nil {
 		// Another server's pod under this name is not this server.
 		x := podExit(nil)
-		return Status{ExitCode: x.Code, Reason: x.Reason, Message: x.Message}, nil
+		return Status{ExitCode: x.Code, Reason: x.Reason, Message: x.Message}, nil, nil
 	}
 	st := Status{Phase: pod.Phase, Created: pod.CreationTimestamp.Time}
 	if x := podExit(pod); x.Exited {
 		st.ExitCode, st.Reason, st.Message = x.Code, x.Reason, x.Message
 		if boolOr(s.b.cfg.DeleteStoppedPods, true) && pod.DeletionTimestamp == nil {
-			err := s.call(ctx, func(ctx context.Context) error {
-				err := s.b.client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{
-					GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
-				if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-					return nil
+			uid := pod.UID
+			return st, func(ctx context.Context) error {
+				err := s.call(ctx, func(ctx context.Context) error {
+					err := s.b.client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{
+						GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &uid}})
+					if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+						return nil
+					}
+					return err
+				})
+				if err != nil {
+					return fmt.Errorf("spawner: deleting stopped pod %s/%s: %w", ns, name, err)
 				}
-				return err
-			})
-			if err != nil {
-				return st, fmt.Errorf("spawner: deleting stopped pod %s/%s: %w", ns, name, err)
-			}
+				return nil
+			}, nil
 		}
-		return st, nil
+		return st, nil, nil
 	}
 	st.Running = true
 	st.Deleting = pod.DeletionTimestamp != nil
@@ -128,7 +143,7 @@ func (s *Spawner) Poll(ctx context.Context) (Status, error) {
 		}
 		st.URLChanged = last != "" && last != st.URL
 	}
-	return st, nil
+	return st, nil, nil
 }
 
 // pollCache holds what Poll derives from the state and the cached pod,

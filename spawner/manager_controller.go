@@ -294,17 +294,28 @@ func (m *Manager) observe(ctx context.Context, e *entry) error {
 	}
 	sp := e.sp
 	e.mu.Unlock()
-	st, err := sp.Poll(ctx)
+	st, deleteStopped, err := sp.pollCached(ctx)
 	if err != nil {
 		if errors.Is(err, ErrClosed) {
 			return nil
 		}
 		return err
 	}
+	m.apply(e, st, sp)
+	if deleteStopped != nil {
+		// After the phase change: a hub watching for failures learns of
+		// one without waiting for this API call.
+		return deleteStopped(ctx)
+	}
+	return nil
+}
+
+// apply records what a poll found, unless an operation began meanwhile.
+func (m *Manager) apply(e *entry, st Status, sp *Spawner) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.op != nil {
-		return nil // an operation began meanwhile and owns the phase
+		return // an operation began meanwhile and owns the phase
 	}
 	phase := e.status.Phase
 	switch {
@@ -320,10 +331,10 @@ func (m *Manager) observe(ctx context.Context, e *entry) error {
 	case st.Running:
 		// Pending, or running but not ready.
 		if phase == PhaseRunning {
-			return nil // a container restarting: still the same server
+			return // a container restarting: still the same server
 		}
 		if phase == PhaseStopping || st.Deleting {
-			return nil // a pod on its way out is never resumed
+			return // a pod on its way out is never resumed
 		}
 		m.mu.Lock()
 		leading, run := m.leading, m.run
@@ -331,13 +342,13 @@ func (m *Manager) observe(ctx context.Context, e *entry) error {
 		e.status.ExitCode, e.status.Reason, e.status.Message = nil, "", ""
 		if !leading || run == nil {
 			m.setPhaseLocked(e, PhaseStarting)
-			return nil
+			return
 		}
 		op := m.beginOpLocked(run, e, "resume")
 		if op == nil {
 			// Shutting down: the next Manager resumes it.
 			m.setPhaseLocked(e, PhaseStarting)
-			return nil
+			return
 		}
 		e.stream = NewStream()
 		e.stream.Publish(ProgressEvent{Message: "Found the server starting; following it.", Time: m.opts.Clock.Now()})
@@ -358,7 +369,7 @@ func (m *Manager) observe(ctx context.Context, e *entry) error {
 			}
 		}
 	}
-	return nil
+	return
 }
 
 // checkUnschedulable ends a start whose pod has been unschedulable for

@@ -687,3 +687,56 @@ func newRegistry(t *testing.T) *reflector.Registry {
 	}
 	return reg
 }
+
+// TestManagerReportsAFailureBeforeDeletingThePod: the Manager's status
+// turns failed as soon as the cache shows the exit; the delete of the
+// stopped pod (delete_stopped_pods) comes after, so a slow API server
+// does not delay what a hub watching for failures sees.
+func TestManagerReportsAFailureBeforeDeletingThePod(t *testing.T) {
+	ns := newNamespace(t)
+	release := make(chan struct{})
+	var held atomic.Int64
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/pods/") {
+				held.Add(1)
+				select {
+				case <-release:
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				}
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	m, _ := runManager(t, ManagerOptions{Client: kubernetes.NewForConfigOrDie(cfg), Config: baseConfig(ns)})
+	ctx := ctxTimeout(t, 60*time.Second)
+	s := naming.Server{Username: "m-fail-first"}
+	if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, m, s, "running", phaseIs(PhaseRunning))
+	w := m.Watch(ctx)
+	setPodStatus(t, ctx, ns, st.State.PodName, exitWith(3, "Error"))
+	var got ServerStatus
+	for got = range w {
+		if got.User == s.Username && got.Phase != PhaseRunning {
+			break
+		}
+	}
+	if got.Phase != PhaseFailed || got.ExitCode == nil || *got.ExitCode != 3 {
+		t.Fatalf("status after the exit = %+v; want failed with exit 3", got)
+	}
+	pod, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, st.State.PodName, metav1.GetOptions{})
+	if err != nil || pod.DeletionTimestamp != nil {
+		t.Fatalf("the failure was reported after the stopped pod's delete (pod: %v, %v)", pod.DeletionTimestamp, err)
+	}
+	close(release)
+	if _, err := cluster.WaitForPod(ctx, ns, st.State.PodName, testcluster.PodGone); err != nil {
+		t.Fatalf("the stopped pod was not deleted once the API answered: %v", err)
+	}
+	if held.Load() == 0 {
+		t.Error("no pod DELETE was sent")
+	}
+}
