@@ -149,3 +149,52 @@ func TestHealthCountsEachFailureOnce(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestInformersAskForUncompressedResponses: every list and watch of the
+// registry's informers asks for identity encoding, so the API server
+// never gzips the pod and event streams (CPU at both ends, nothing saved
+// on a cluster network), and no response comes back compressed.
+func TestInformersAskForUncompressedResponses(t *testing.T) {
+	ns := newNamespace(t)
+	var requests, compressed, asked atomic.Int64
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if !strings.HasSuffix(r.URL.Path, "/pods") && !strings.HasSuffix(r.URL.Path, "/events") {
+				return rt.RoundTrip(r)
+			}
+			requests.Add(1)
+			// Protobuf, as client-go's typed client asks for core types:
+			// JSON would cost twice the CPU to decode.
+			if r.Header.Get("Accept-Encoding") == "identity" && strings.HasPrefix(r.Header.Get("Accept"), "application/vnd.kubernetes.protobuf") {
+				asked.Add(1)
+			}
+			resp, err := rt.RoundTrip(r)
+			if err == nil && (resp.Uncompressed || resp.Header.Get("Content-Encoding") != "") {
+				compressed.Add(1)
+			}
+			return resp, err
+		})
+	}
+	r := newRegistry(t, Options{Config: cfg})
+	pods, err := r.Pods(t.Context(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pods.Release()
+	events, err := r.Events(t.Context(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer events.Release()
+	if err := pods.WaitForSync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := events.WaitForSync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if requests.Load() < 2 || asked.Load() != requests.Load() || compressed.Load() != 0 {
+		t.Errorf("%d informer requests, %d asking for identity and protobuf, %d answered compressed; want all identity and protobuf, none compressed",
+			requests.Load(), asked.Load(), compressed.Load())
+	}
+}

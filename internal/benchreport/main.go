@@ -65,10 +65,14 @@
 // ratio above 1 that it spends more). A run that fails is listed under
 // the table and its repeat has no ratio; the other side still runs.
 //
-// -raw-planned-pod, -raw-events and -no-events are diagnostics, off in a
-// report: the raw side creates the very pod spawnkit renders, or watches
-// pod events as spawnkit does, or spawnkit runs without its event
-// informer.
+// The raw side creates the very pod spawnkit renders for the same server
+// (spawner.Plan, before the clock; spawnkit renders its own inside the
+// measured window), so both send and receive the same bytes and only the
+// client differs: the pod a config asks for is the hub's choice, not
+// spawnkit's overhead. -raw-minimal-pod, -raw-events and -no-events are
+// diagnostics, off in a report: the raw side creates a minimal pod (a
+// third of the bytes), or watches pod events as spawnkit does, or
+// spawnkit runs without its event informer.
 //
 //	go run ./internal/benchreport -repeats 3 -json bench-report.json
 //	go run ./internal/benchreport -quick -only start
@@ -150,9 +154,9 @@ type Env struct {
 	// CPUProfile, when set, is the path prefix of CPU profiles of the
 	// measured windows.
 	CPUProfile string
-	// Diagnostics for spawn rows, off in a report: RawPlannedPod makes
-	// the raw side create the very pod spawnkit renders (so only the
-	// client differs), NoEvents runs spawnkit without its event informer
+	// RawPlannedPod (on in a report) makes the raw side create the very
+	// pod spawnkit renders, so only the client differs. Diagnostics for
+	// spawn rows, off in a report: NoEvents runs spawnkit without its event informer
 	// (events_enabled false), RawEvents gives the raw side an event
 	// informer like spawnkit's.
 	RawPlannedPod, NoEvents, RawEvents bool
@@ -168,7 +172,7 @@ func main() {
 	spawnLimit := flags.Int("spawn-limit", 0, "the Manager's ConcurrentSpawnLimit in manager rows (0: its default, 100; negative: none)")
 	jsonPath := flags.String("json", "bench-report.json", "write the report here as JSON (\"\" for none)")
 	cpuProfile := flags.String("cpuprofile", "", "write a CPU profile of each measured window to files starting with this path")
-	rawPlanned := flags.Bool("raw-planned-pod", false, "diagnostic: the raw side creates the pod spawnkit renders")
+	rawMinimal := flags.Bool("raw-minimal-pod", false, "diagnostic: the raw side creates a minimal pod instead of the pod spawnkit renders")
 	noEvents := flags.Bool("no-events", false, "diagnostic: spawnkit runs without its event informer (events_enabled false)")
 	rawEvents := flags.Bool("raw-events", false, "diagnostic: the raw side also watches pod events, as spawnkit does")
 	child := flags.String("child", "", "internal: run one side of a spawn run, described by this JSON")
@@ -192,7 +196,7 @@ func main() {
 		*pollPods = 1000
 	}
 	env := &Env{PollPods: *pollPods, Quick: *quick, SpawnLimit: *spawnLimit, CPUProfile: *cpuProfile,
-		RawPlannedPod: *rawPlanned, NoEvents: *noEvents, RawEvents: *rawEvents}
+		RawPlannedPod: !*rawMinimal, NoEvents: *noEvents, RawEvents: *rawEvents}
 	groups, err := parseConfig(env, *sizes, *only, *repeats)
 	if err == nil {
 		env.Self, err = os.Executable()
