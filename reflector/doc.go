@@ -54,8 +54,8 @@
 // termination states, and the rest of the spec and status. Strings that
 // many pods share (the namespace, label and annotation keys, label
 // values, reasons, container and port names) are interned; a pod's own
-// strings (name, uid, IP, state annotation) are not, so they cost no
-// intern table entry. TestNewPodKeepsTheContract checks each kept field.
+// strings (name, uid, IP, state annotation, the owner's user and server
+// label values) are not, so they cost no intern table entry. TestNewPodKeepsTheContract checks each kept field.
 //
 // Pods handed to hooks from the cache (spawner's PodURL) are these
 // compact pods; a hook that needs more of a pod reads it from the API

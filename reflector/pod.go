@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/spawnkit/spawnkit/naming"
 )
 
 // Pod is a pod as the pod informers cache it: what spawnkit reads of a
@@ -214,7 +216,10 @@ func pairsOf(m map[string]string, keep func(string) bool, internValues bool) Pai
 	out := make(Pairs, 0, n)
 	for k, v := range m {
 		if keep == nil || keep(k) {
-			if internValues && len(v) <= 63 { // a label value's limit
+			// A label value is interned unless it names the pod's own
+			// user or server: interning a string no other pod shares
+			// costs an entry in the intern map and saves nothing.
+			if internValues && len(v) <= 63 && !ownValue(k) { // 63: a label value's limit
 				v = intern(v)
 			}
 			out = append(out, Pair{intern(k), v})
@@ -222,6 +227,12 @@ func pairsOf(m map[string]string, keep func(string) bool, internValues bool) Pai
 	}
 	slices.SortFunc(out, func(a, b Pair) int { return strings.Compare(a.Key, b.Key) })
 	return out
+}
+
+// ownValue reports whether the label key's value is the pod's own: the
+// user or server it belongs to (KubeSpawner's labels, escaped or not).
+func ownValue(key string) bool {
+	return key == naming.LabelUsername || key == naming.LabelServername
 }
 
 func portsOf(cs []corev1.Container) []ContainerPort {

@@ -20,6 +20,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"github.com/spawnkit/spawnkit/naming"
 )
 
 // fullPod is a pod with every field the cache contract keeps set, and
@@ -394,6 +396,9 @@ func TestNewPodInterning(t *testing.T) {
 	}
 	if same(pa.Name, pb.Name) || !same(pa.Name, a.Name) {
 		t.Error("the pod's name was interned")
+	}
+	if u := pa.Labels.Get(naming.LabelUsername); u == "" || same(u, pb.Labels.Get(naming.LabelUsername)) {
+		t.Errorf("the owner's user label value %q was interned (or is missing)", u)
 	}
 	state := func(p *Pod) string { v, _ := p.Annotations.Lookup("spawnkit.dev/state"); return v }
 	if same(state(pa), state(pb)) {

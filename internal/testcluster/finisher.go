@@ -11,9 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -64,32 +62,18 @@ func (c *Cluster) startFinisher(ctx context.Context) error {
 }
 
 func newFinisher(client kubernetes.Interface, logger *log.Logger) (*finisher, error) {
-	pods := client.CoreV1().Pods(metav1.NamespaceAll)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return pods.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return pods.Watch(ctx, opts)
-		},
+	informer, err := allPodsInformer(client)
+	if err != nil {
+		return nil, fmt.Errorf("the pod finisher's informer: %w", err)
 	}
-	fin := &finisher{
+	return &finisher{
 		client:   client,
-		informer: cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{}),
+		informer: informer,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[podRef](),
 			workqueue.TypedRateLimitingQueueConfig[podRef]{Name: "testcluster-finisher"}),
 		log: logger,
-	}
-	if err := fin.informer.SetTransform(func(obj any) (any, error) {
-		if pod, ok := obj.(*corev1.Pod); ok {
-			pod.ManagedFields = nil
-		}
-		return obj, nil
-	}); err != nil {
-		return nil, fmt.Errorf("setting the pod finisher's transform: %w", err)
-	}
-	return fin, nil
+	}, nil
 }
 
 // run finishes deletes until ctx ends and returns once its workers have.

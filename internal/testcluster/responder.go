@@ -106,6 +106,22 @@ func (c *Cluster) startResponders(ctx context.Context) error {
 }
 
 func newResponders(client kubernetes.Interface, logger *log.Logger) (*responders, error) {
+	informer, err := allPodsInformer(client)
+	if err != nil {
+		return nil, fmt.Errorf("the responders' informer: %w", err)
+	}
+	return &responders{
+		informer: informer,
+		log:      logger,
+		retry:    200 * time.Millisecond,
+		servers:  map[types.UID]*podServer{},
+	}, nil
+}
+
+// allPodsInformer is an informer on every pod of the cluster, for the
+// simulated kubelet's parts (responders, finisher). Managed fields are
+// most of a pod's bytes and none of what they read, so they are dropped.
+func allPodsInformer(client kubernetes.Interface) (cache.SharedIndexInformer, error) {
 	pods := client.CoreV1().Pods(metav1.NamespaceAll)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -115,23 +131,16 @@ func newResponders(client kubernetes.Interface, logger *log.Logger) (*responders
 			return pods.Watch(ctx, opts)
 		},
 	}
-	r := &responders{
-		informer: cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{}),
-		log:      logger,
-		retry:    200 * time.Millisecond,
-		servers:  map[types.UID]*podServer{},
-	}
-	// Managed fields are most of a pod's bytes and none of what a
-	// responder reads.
-	if err := r.informer.SetTransform(func(obj any) (any, error) {
+	informer := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
+	if err := informer.SetTransform(func(obj any) (any, error) {
 		if pod, ok := obj.(*corev1.Pod); ok {
 			pod.ManagedFields = nil
 		}
 		return obj, nil
 	}); err != nil {
-		return nil, fmt.Errorf("setting the responders' transform: %w", err)
+		return nil, fmt.Errorf("setting the transform: %w", err)
 	}
-	return r, nil
+	return informer, nil
 }
 
 // run serves pods until ctx ends, then stops every listener and returns
