@@ -3,9 +3,12 @@ package orphan
 import (
 	"context"
 	"fmt"
+	goruntime "runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,6 +71,11 @@ func (k ServerKey) String() string {
 type Known struct {
 	servers map[ServerKey]bool // running or not
 	users   map[string]struct{}
+	// names holds the keys' strings, copied together: a lookup compares
+	// the key it finds with the one asked for, and 100,000 names side by
+	// side stay in the CPU's cache where the caller's scattered strings
+	// would each be a miss.
+	names []byte
 }
 
 // NewKnown returns an empty set; size is a hint.
@@ -77,8 +85,32 @@ func NewKnown(size int) *Known {
 
 // Add records a server the hub knows, and whether it should be running.
 func (k *Known) Add(user, server string, running bool) {
-	k.servers[ServerKey{user, server}] = running
-	k.users[user] = struct{}{}
+	key := ServerKey{user, server}
+	if old, ok := k.servers[key]; ok {
+		if old != running {
+			k.servers[key] = running
+		}
+		return
+	}
+	user = k.copy(user)
+	if _, ok := k.users[user]; !ok {
+		k.users[user] = struct{}{}
+	}
+	k.servers[ServerKey{user, k.copy(server)}] = running
+}
+
+// copy returns s copied into k.names.
+func (k *Known) copy(s string) string {
+	if s == "" {
+		return ""
+	}
+	if cap(k.names)-len(k.names) < len(s) {
+		// A new block: the strings in the old one stay where they are.
+		k.names = make([]byte, 0, max(64<<10, len(s)))
+	}
+	start := len(k.names)
+	k.names = append(k.names, s...)
+	return unsafe.String(&k.names[start], len(s))
 }
 
 // Len is the number of servers.
@@ -166,7 +198,7 @@ func List(ctx context.Context, known *Known, opts Options) ([]Orphan, error) {
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	in := &inventory{}
+	in := newInventory(known, kinds)
 	// Pods are read even when not asked for: secrets, services and
 	// namespaces are judged by them.
 	for _, ns := range namespaces {
@@ -186,12 +218,63 @@ func List(ctx context.Context, known *Known, opts Options) ([]Orphan, error) {
 			return nil, err
 		}
 	}
-	return diff(known, in, kinds), nil
+	return in.orphans(), nil
 }
 
-// inventory is what List found, reduced to what the diff needs.
+// inventory is what List found, reduced to what the diff needs. A pod
+// needs only the known servers to be judged, so pods are judged as they
+// are read: each of 100,000 cached pods is visited once, while it is in
+// the CPU's cache. The other kinds are judged at the end, by the pods.
 type inventory struct {
-	objects []object
+	known *Known
+	kinds []Kind
+	// judgePods says whether pods are asked for; byPods whether some kind
+	// asked for is judged by the pods, which are then kept in pods.
+	judgePods, byPods bool
+	objects           []object // listed objects; their pods are judged already
+	pods              []podRef // the live pods, when byPods
+	found             []verdict
+}
+
+func newInventory(known *Known, kinds []Kind) *inventory {
+	return &inventory{
+		known: known, kinds: kinds, judgePods: slices.Contains(kinds, KindPod),
+		byPods: slices.ContainsFunc(kinds, func(k Kind) bool { return k != KindPod && k != KindPVC }),
+	}
+}
+
+// podRef is what secrets, services and namespaces are judged by of a pod.
+type podRef struct {
+	uid        types.UID
+	namespace  string
+	key        ServerKey
+	attributed bool
+}
+
+// verdict is an orphan found: the object (a listed one by index, or a
+// cached pod) and its reason, with the fields orphans are sorted by held
+// inline, so that sorting 100,000 of them chases no pointer but the
+// names' bytes.
+type verdict struct {
+	namespace, name string
+	pod             *reflector.Pod // a cached pod, or nil
+	obj             int32          // otherwise the index of a listed object
+	kind            uint8          // the kind's place in AllKinds
+	reason          Reason
+	abbrev          uint64 // sortVerdicts' abbreviated key of name
+}
+
+// seePod judges a pod that is not being deleted, and keeps it when other
+// kinds are judged by the pods.
+func (in *inventory) seePod(p podRef, v verdict) {
+	if in.byPods {
+		in.pods = append(in.pods, p)
+	}
+	if in.judgePods {
+		if v.reason = judgePod(in.known, p.key, p.attributed); v.reason != "" {
+			in.found = append(in.found, v)
+		}
+	}
 }
 
 type object struct {
@@ -273,6 +356,10 @@ func (in *inventory) add(kind Kind, m metav1.ObjectMeta) {
 		o.key = ServerKey{User: user, Server: m.Annotations[naming.AnnotationServername]}
 	}
 	in.objects = append(in.objects, o)
+	if kind == KindPod && !o.meta.Deleting {
+		in.seePod(podRef{o.meta.UID, o.meta.Namespace, o.key, o.attributed},
+			verdict{namespace: o.meta.Namespace, name: o.meta.Name, obj: int32(len(in.objects) - 1), kind: kindOrder(KindPod)})
+	}
 }
 
 // podsInto reads the pods of ns from a synced pod informer the registry
@@ -300,26 +387,68 @@ func podsInto(ctx context.Context, opts Options, ns string, in *inventory) error
 	if err != nil {
 		return fmt.Errorf("orphan: reading pods from the shared cache: %w", err)
 	}
-	in.objects = slices.Grow(in.objects, len(list))
-	for _, p := range list {
-		if sel.Matches(p.Labels) {
-			in.addCachedPod(p)
-		}
+	// Matching the selector, reading the owner and judging happen in one
+	// pass: a second pass over 100,000 pods would miss the CPU's cache
+	// as often as the first. The pass is memory-bound, so a large cache
+	// is split among the cores, each judging a part into a sink of its
+	// own; the sinks are joined in order.
+	parts := min(goruntime.GOMAXPROCS(0), len(list)/minPerPart, maxParts)
+	if parts <= 1 {
+		sink := podSink{found: in.found, pods: in.pods}
+		sink.judge(in, list, sel)
+		in.found, in.pods = sink.found, sink.pods
+		return nil
+	}
+	sinks := make([]podSink, parts)
+	var wg sync.WaitGroup
+	for i := range sinks {
+		part := list[i*len(list)/parts : (i+1)*len(list)/parts]
+		wg.Go(func() { sinks[i].judge(in, part, sel) })
+	}
+	wg.Wait()
+	for _, sink := range sinks {
+		in.found = append(in.found, sink.found...)
+		in.pods = append(in.pods, sink.pods...)
 	}
 	return nil
 }
 
-// addCachedPod records a pod from the shared cache, which keeps all that
-// the diff reads of a pod: its names, uid, resourceVersion, timestamps
-// and owner annotations (a pod's own owner references are never read).
-func (in *inventory) addCachedPod(p *reflector.Pod) {
-	o := object{kind: KindPod, meta: objectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID,
-		ResourceVersion: p.ResourceVersion, Created: p.CreationTimestamp.Time, Deleting: p.DeletionTimestamp != nil}}
-	if user, ok := p.Annotations.Lookup(naming.AnnotationUsername); ok && user != "" {
-		o.attributed = true
-		o.key = ServerKey{User: user, Server: p.Annotations.Get(naming.AnnotationServername)}
+// podSink collects what judging cached pods finds.
+type podSink struct {
+	found []verdict
+	pods  []podRef
+}
+
+// judge judges the pods of list that sel matches. It only reads in.
+func (s *podSink) judge(in *inventory, list []*reflector.Pod, sel labels.Selector) {
+	if in.byPods {
+		s.pods = slices.Grow(s.pods, len(list))
 	}
-	in.objects = append(in.objects, o)
+	podKind := kindOrder(KindPod)
+	for _, p := range list {
+		// &p.Labels: a pointer in the interface, where the slice would be
+		// copied to the heap for every pod.
+		if p.DeletionTimestamp != nil || !sel.Matches(&p.Labels) {
+			continue
+		}
+		key, attributed := cachedOwner(p)
+		if in.byPods {
+			s.pods = append(s.pods, podRef{p.UID, p.Namespace, key, attributed})
+		}
+		if in.judgePods {
+			if reason := judgePod(in.known, key, attributed); reason != "" {
+				s.found = append(s.found, verdict{namespace: p.Namespace, name: p.Name, pod: p, kind: podKind, reason: reason})
+			}
+		}
+	}
+}
+
+// cachedOwner is the server a cached pod's annotations name.
+func cachedOwner(p *reflector.Pod) (ServerKey, bool) {
+	if user, ok := p.Annotations.Lookup(naming.AnnotationUsername); ok && user != "" {
+		return ServerKey{User: user, Server: p.Annotations.Get(naming.AnnotationServername)}, true
+	}
+	return ServerKey{}, false
 }
 
 // heldPodInformer returns the namespace of a synced pod informer of r
@@ -354,73 +483,188 @@ func metaOf(obj runtime.Object) (metav1.ObjectMeta, error) {
 	return metav1.ObjectMeta{}, fmt.Errorf("orphan: unexpected object %T", obj)
 }
 
-// diff decides, per object, whether a known server owns it. It visits
-// each object once; the pod indexes that secrets, services and namespaces
-// are judged by are built, presized, only as far as such objects need them,
-// and the orphans are sorted by kind, namespace and name without building
-// a string per object.
-func diff(known *Known, in *inventory, kinds []Kind) []Orphan {
-	type verdict struct {
-		i      int32
-		reason Reason
+func kindOrder(k Kind) uint8 { return uint8(slices.Index(AllKinds, k)) }
+
+// sortVerdicts returns vs in order of kind, namespace and name. Parts of
+// vs are sorted at once (inParts), then merged. Names are compared by an
+// abbreviated key first (PostgreSQL's trick): the eight bytes after the
+// prefix all the names share ("jupyter-" at least), as a number held in
+// the verdict, so that most comparisons read no name.
+func sortVerdicts(vs []verdict) []*verdict {
+	// The shared prefix: each part's, then theirs.
+	var mu sync.Mutex
+	common, first := "", true
+	inParts(len(vs), func(lo, hi int) {
+		prefix := sharedPrefix(vs[lo:hi])
+		mu.Lock()
+		defer mu.Unlock()
+		if first {
+			common, first = prefix, false
+		} else {
+			common = common[:commonLen(common, prefix)]
+		}
+	})
+	skip := len(common)
+	var runs [][]verdict
+	inParts(len(vs), func(lo, hi int) {
+		run := vs[lo:hi]
+		for i := range run {
+			run[i].abbrev = abbreviate(run[i].name, skip)
+		}
+		slices.SortFunc(run, func(a, b verdict) int { return compareVerdicts(&a, &b) })
+		mu.Lock()
+		runs = append(runs, run)
+		mu.Unlock()
+	})
+	out := make([]*verdict, 0, len(vs))
+	if len(runs) == 1 {
+		for i := range runs[0] {
+			out = append(out, &runs[0][i])
+		}
+		return out
 	}
-	wantPods := slices.Contains(kinds, KindPod)
-	var found []verdict
-	pods := make([]int32, 0, len(in.objects)) // by index into in.objects
+	for {
+		best := -1
+		for r, run := range runs {
+			if len(run) > 0 && (best < 0 || compareVerdicts(&run[0], &runs[best][0]) < 0) {
+				best = r
+			}
+		}
+		if best < 0 {
+			return out
+		}
+		out = append(out, &runs[best][0])
+		runs[best] = runs[best][1:]
+	}
+}
+
+// compareVerdicts orders by kind, namespace and name, reading the names
+// only when their abbreviated keys are equal.
+func compareVerdicts(a, b *verdict) int {
+	if a.kind != b.kind {
+		return int(a.kind) - int(b.kind)
+	}
+	if c := strings.Compare(a.namespace, b.namespace); c != 0 {
+		return c
+	}
+	if a.abbrev != b.abbrev {
+		if a.abbrev < b.abbrev {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.name, b.name)
+}
+
+// sharedPrefix is the longest prefix of every name in vs.
+func sharedPrefix(vs []verdict) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	common := vs[0].name
+	for _, v := range vs[1:] {
+		common = common[:commonLen(common, v.name)]
+	}
+	return common
+}
+
+func commonLen(a, b string) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	return i
+}
+
+// abbreviate is up to eight bytes of name from skip on, big-endian and
+// zero-padded: keys order as the names do, and equal keys leave the
+// order to the names themselves.
+func abbreviate(name string, skip int) uint64 {
+	var k uint64
+	for i := range 8 {
+		k <<= 8
+		if j := skip + i; j < len(name) {
+			k |= uint64(name[j])
+		}
+	}
+	return k
+}
+
+// orphans judges the objects other than pods by the pods, and returns
+// every orphan found, sorted by kind, namespace and name. The pod indexes
+// are built, presized, only as far as the objects to judge need them.
+func (in *inventory) orphans() []Orphan {
 	var others []int32
 	var need podIndexNeeds
 	for i := range in.objects {
 		o := &in.objects[i]
-		if o.meta.Deleting {
-			continue
-		}
-		if o.kind != KindPod {
-			if slices.Contains(kinds, o.kind) {
-				others = append(others, int32(i))
-				need.add(o)
-			}
-			continue
-		}
-		pods = append(pods, int32(i))
-		if !wantPods {
-			continue
-		}
-		if reason := judgePod(known, o); reason != "" {
-			found = append(found, verdict{int32(i), reason})
+		if o.kind != KindPod && !o.meta.Deleting && slices.Contains(in.kinds, o.kind) {
+			others = append(others, int32(i))
+			need.add(o)
 		}
 	}
 	if len(others) > 0 {
-		idx := newPodIndex(in, pods, need)
+		idx := newPodIndex(in.pods, need)
 		for _, i := range others {
-			if reason := judge(known, &in.objects[i], idx); reason != "" {
-				found = append(found, verdict{i, reason})
+			o := &in.objects[i]
+			if reason := judge(in.known, o, idx); reason != "" {
+				in.found = append(in.found, verdict{namespace: o.meta.Namespace, name: o.meta.Name, obj: i, kind: kindOrder(o.kind), reason: reason})
 			}
 		}
 	}
-	slices.SortFunc(found, func(a, b verdict) int {
-		x, y := &in.objects[a.i], &in.objects[b.i]
-		if c := strings.Compare(string(x.kind), string(y.kind)); c != 0 {
-			return c
-		}
-		if c := strings.Compare(x.meta.Namespace, y.meta.Namespace); c != 0 {
-			return c
-		}
-		return strings.Compare(x.meta.Name, y.meta.Name)
-	})
-	if len(found) == 0 {
+	if len(in.found) == 0 {
 		return nil
 	}
-	out := make([]Orphan, len(found))
-	for j, v := range found {
-		o := &in.objects[v.i]
-		out[j] = Orphan{
-			Kind: o.kind, Namespace: o.meta.Namespace, Name: o.meta.Name, UID: o.meta.UID,
-			ResourceVersion: o.meta.ResourceVersion, Server: o.key, Attributed: o.attributed,
-			Reason: v.reason, Created: o.meta.Created,
+	order := sortVerdicts(in.found)
+	out := make([]Orphan, len(order))
+	inParts(len(order), func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			out[j] = in.orphan(order[j])
 		}
-	}
+	})
 	return out
 }
+
+// orphan is the Orphan v found.
+func (in *inventory) orphan(v *verdict) Orphan {
+	if p := v.pod; p != nil {
+		key, attributed := cachedOwner(p)
+		return Orphan{Kind: KindPod, Namespace: p.Namespace, Name: p.Name, UID: p.UID,
+			ResourceVersion: p.ResourceVersion, Server: key, Attributed: attributed,
+			Reason: v.reason, Created: p.CreationTimestamp.Time}
+	}
+	o := &in.objects[v.obj]
+	return Orphan{Kind: o.kind, Namespace: o.meta.Namespace, Name: o.meta.Name, UID: o.meta.UID,
+		ResourceVersion: o.meta.ResourceVersion, Server: o.key, Attributed: o.attributed,
+		Reason: v.reason, Created: o.meta.Created}
+}
+
+// minPerPart is the fewest items worth a core of their own: below it
+// the goroutines cost more than they save.
+const minPerPart = 8192
+
+// inParts calls f on the consecutive parts [lo, hi) of [0, n), at once
+// when n is large enough for more than one core to help, and returns when
+// every call has returned. The passes it splits are memory-bound (each
+// item a pointer into a large cache), so they gain nearly a core's worth
+// each.
+func inParts(n int, f func(lo, hi int)) {
+	parts := min(goruntime.GOMAXPROCS(0), n/minPerPart, maxParts)
+	if parts <= 1 {
+		f(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range parts {
+		wg.Go(func() { f(i*n/parts, (i+1)*n/parts) })
+	}
+	wg.Wait()
+}
+
+// maxParts bounds the parts: merging k sorted parts costs k comparisons
+// an item.
+const maxParts = 8
 
 // podIndex is what secrets, services and namespaces are judged by: the
 // live pods by UID, by server and by namespace.
@@ -447,7 +691,7 @@ func (n *podIndexNeeds) add(o *object) {
 
 // newPodIndex builds, presized, the maps that need asks for; the others
 // stay nil (reading a nil map finds nothing, and nothing reads them).
-func newPodIndex(in *inventory, pods []int32, need podIndexNeeds) podIndex {
+func newPodIndex(pods []podRef, need podIndexNeeds) podIndex {
 	var idx podIndex
 	if need.uid {
 		idx.byUID = make(map[types.UID]struct{}, len(pods))
@@ -458,27 +702,26 @@ func newPodIndex(in *inventory, pods []int32, need podIndexNeeds) podIndex {
 	if need.namespace {
 		idx.byNamespace = map[string]struct{}{}
 	}
-	for _, i := range pods {
-		o := &in.objects[i]
+	for _, p := range pods {
 		if need.uid {
-			idx.byUID[o.meta.UID] = struct{}{}
+			idx.byUID[p.uid] = struct{}{}
 		}
 		if need.namespace {
-			idx.byNamespace[o.meta.Namespace] = struct{}{}
+			idx.byNamespace[p.namespace] = struct{}{}
 		}
-		if need.server && o.attributed {
-			idx.byServer[o.key] = struct{}{}
+		if need.server && p.attributed {
+			idx.byServer[p.key] = struct{}{}
 		}
 	}
 	return idx
 }
 
 // judgePod needs only the known servers.
-func judgePod(known *Known, o *object) Reason {
-	if !o.attributed {
+func judgePod(known *Known, key ServerKey, attributed bool) Reason {
+	if !attributed {
 		return ReasonUnattributed
 	}
-	running, serverKnown := known.servers[o.key]
+	running, serverKnown := known.servers[key]
 	switch {
 	case !serverKnown:
 		return ReasonServerUnknown
@@ -493,8 +736,6 @@ func judge(known *Known, o *object, pods podIndex) Reason {
 		return ReasonUnattributed
 	}
 	switch o.kind {
-	case KindPod:
-		return judgePod(known, o)
 	case KindPVC:
 		// A claim belongs to the user, not to a running server.
 		if _, userKnown := known.users[o.key.User]; !userKnown {

@@ -294,21 +294,6 @@ func TestListAtScale(t *testing.T) {
 	}
 }
 
-func BenchmarkDiff(b *testing.B) {
-	const n = 100_000
-	known := NewKnown(n)
-	for i := range n {
-		known.Add(fmt.Sprintf("user%06d", i), "", i%100 != 0)
-	}
-	in := benchInventory(n)
-	b.ReportAllocs()
-	for b.Loop() {
-		if got := diff(known, in, AllKinds); len(got) != n/100 {
-			b.Fatal(len(got))
-		}
-	}
-}
-
 func TestSweepersWithLeaderElection(t *testing.T) {
 	testcluster.Require(t, cluster)
 	ns := newNamespace(t, nil, nil)

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"unique"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -135,8 +136,10 @@ func (p Pairs) Map() map[string]string {
 }
 
 // NewPod returns the cached form of pod, as TransformPod makes it: what
-// the cache contract keeps, with shared strings interned. pod is not
-// changed and the result shares none of its slices or pointers.
+// the cache contract keeps, with shared strings interned and the pod's
+// own strings (name, uid, resourceVersion, messages, IPs, the owner's
+// names, the recorded State) copied into one allocation. pod is not
+// changed and the result shares none of its memory.
 func NewPod(pod *corev1.Pod) *Pod {
 	out := &Pod{
 		Namespace:         intern(pod.Namespace),
@@ -179,7 +182,82 @@ func NewPod(pod *corev1.Pod) *Pod {
 			out.Scheduled = conditionOf(c)
 		}
 	}
+	out.ownStrings()
 	return out
+}
+
+// ownStrings copies the strings of p that are its own (not interned) into
+// one allocation. The decoder allocated each of them apart, among the
+// garbage of the whole decoded pod; together they cost less heap (one
+// size-class rounding instead of one per string) and are read together:
+// a pass over 100,000 cached pods (orphan.List, recovery) misses the CPU's
+// caches less. A string that two fields share (an annotation repeating a
+// label) stays shared.
+func (p *Pod) ownStrings() {
+	var buf [32]*string // on the stack for all but an odd pod
+	fields := append(buf[:0], &p.Name, (*string)(&p.UID), &p.ResourceVersion, &p.Message, &p.PodIP,
+		&p.Ready.Message, &p.Scheduled.Message)
+	for i, l := range p.Labels {
+		if !internedLabelValue(l.Key, l.Value) {
+			fields = append(fields, &p.Labels[i].Value)
+		}
+	}
+annotations:
+	for i, a := range p.Annotations {
+		for _, l := range p.Labels {
+			if internedLabelValue(l.Key, l.Value) && unsafe.StringData(l.Value) == unsafe.StringData(a.Value) {
+				continue annotations // shares an interned label value
+			}
+		}
+		fields = append(fields, &p.Annotations[i].Value)
+	}
+	for _, cs := range [][]ContainerStatus{p.InitContainerStatuses, p.ContainerStatuses} {
+		for i := range cs {
+			if w := cs[i].State.Waiting; w != nil {
+				fields = append(fields, &w.Message)
+			}
+			if t := cs[i].State.Terminated; t != nil {
+				fields = append(fields, &t.Message)
+			}
+		}
+	}
+	n := 0
+	for _, f := range fields {
+		n += len(*f)
+	}
+	if n == 0 {
+		return
+	}
+	slab := make([]byte, 0, n)
+	type moved struct{ from, to string }
+	var movedBuf [32]moved
+	done := movedBuf[:0]
+next:
+	for _, f := range fields {
+		s := *f
+		if s == "" {
+			continue
+		}
+		for _, m := range done {
+			if unsafe.StringData(m.from) == unsafe.StringData(s) && len(m.from) == len(s) {
+				*f = m.to // the same string in two fields stays one
+				continue next
+			}
+		}
+		// slab never grows past its capacity, so the strings already in
+		// it stay where they are, and no byte of it is written again.
+		start := len(slab)
+		slab = append(slab, s...)
+		*f = unsafe.String(&slab[start], len(s))
+		done = append(done, moved{s, *f})
+	}
+}
+
+// internedLabelValue reports whether pairsOf interns the value of label
+// key: one that other pods may share (short, and not the pod's own user
+// or server name).
+func internedLabelValue(key, value string) bool {
+	return len(value) <= 63 && !ownValue(key) // 63: a label value's limit
 }
 
 func keptAnnotation(key string) bool {
@@ -219,7 +297,7 @@ func pairsOf(m map[string]string, keep func(string) bool, internValues bool) Pai
 			// A label value is interned unless it names the pod's own
 			// user or server: interning a string no other pod shares
 			// costs an entry in the intern map and saves nothing.
-			if internValues && len(v) <= 63 && !ownValue(k) { // 63: a label value's limit
+			if internValues && internedLabelValue(k, v) {
 				v = intern(v)
 			}
 			out = append(out, Pair{intern(k), v})

@@ -114,7 +114,9 @@ func (p *Pods) List(ctx context.Context, namespace string) ([]*Pod, error) {
 		return nil, err
 	}
 	var objs []any
-	if namespace == metav1.NamespaceAll {
+	// An informer on namespace holds only its pods: listing the store is
+	// cheaper than going through the namespace index (a map lookup per pod).
+	if namespace == metav1.NamespaceAll || namespace == p.h.e.key.Namespace {
 		objs = p.h.e.informer.GetIndexer().List()
 	} else {
 		var err error

@@ -374,8 +374,9 @@ func TestPodUIDsObserve(t *testing.T) {
 	}
 }
 
-// Strings many pods share are interned; a pod's own are kept as they
-// are, so they cost no intern table entry.
+// Strings many pods share are interned; a pod's own cost no intern table
+// entry: they are copied, all into one allocation, so the cached pod
+// shares no memory with the decoded one.
 func TestNewPodInterning(t *testing.T) {
 	a, b := fullPod(), fullPod()
 	// Distinct copies of every string, as two decoded pods have.
@@ -389,18 +390,38 @@ func TestNewPodInterning(t *testing.T) {
 		b.Annotations[strings.Clone(k)] = strings.Clone(v)
 	}
 	pa, pb := NewPod(a), NewPod(b)
+	state := func(p *Pod) string { v, _ := p.Annotations.Lookup("spawnkit.dev/state"); return v }
 	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
 	if !same(pa.Namespace, pb.Namespace) || !same(pa.Labels[0].Key, pb.Labels[0].Key) || !same(pa.Labels[0].Value, pb.Labels[0].Value) ||
 		!same(pa.Annotations[0].Key, pb.Annotations[0].Key) {
 		t.Error("namespace, label keys and values, annotation keys: not interned")
 	}
-	if same(pa.Name, pb.Name) || !same(pa.Name, a.Name) {
+	if same(pa.Name, pb.Name) {
 		t.Error("the pod's name was interned")
+	}
+	// The own strings lie in one slab, in the order ownStrings copies
+	// them: name, uid, resourceVersion, ...
+	inSlab := func(prev, next string) bool {
+		return uintptr(unsafe.Pointer(unsafe.StringData(next))) == uintptr(unsafe.Pointer(unsafe.StringData(prev)))+uintptr(len(prev))
+	}
+	if !inSlab(pa.Name, string(pa.UID)) || !inSlab(string(pa.UID), pa.ResourceVersion) {
+		t.Error("the pod's name, uid and resourceVersion are not in one slab")
+	}
+	for _, own := range []string{pa.Name, string(pa.UID), pa.ResourceVersion, pa.Message, pa.PodIP,
+		pa.Annotations.Get("spawnkit.dev/state"), pa.Labels.Get(naming.LabelUsername)} {
+		for _, src := range []string{a.Name, string(a.UID), a.ResourceVersion, a.Status.Message, a.Status.PodIP,
+			a.Annotations["spawnkit.dev/state"], a.Labels[naming.LabelUsername]} {
+			if own != "" && same(own, src) {
+				t.Errorf("the cached pod shares %q with the decoded pod", own)
+			}
+		}
+	}
+	if pa.Name != a.Name || pa.UID != a.UID || pa.PodIP != a.Status.PodIP || state(pa) != a.Annotations["spawnkit.dev/state"] {
+		t.Error("a copied string differs from the decoded pod's")
 	}
 	if u := pa.Labels.Get(naming.LabelUsername); u == "" || same(u, pb.Labels.Get(naming.LabelUsername)) {
 		t.Errorf("the owner's user label value %q was interned (or is missing)", u)
 	}
-	state := func(p *Pod) string { v, _ := p.Annotations.Lookup("spawnkit.dev/state"); return v }
 	if same(state(pa), state(pb)) {
 		t.Error("the state annotation was interned")
 	}

@@ -1,0 +1,50 @@
+package orphan
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// sortVerdicts orders exactly as comparing kind, namespace and the whole
+// name would, whatever the names' shared prefix and lengths (names that
+// are prefixes of others, equal abbreviated keys, one name).
+func TestSortVerdictsMatchesPlainComparison(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 500 {
+		prefix := strings.Repeat("jupyter-", rng.IntN(3))
+		n := 1 + rng.IntN(60)
+		if round%50 == 0 {
+			n = 3*minPerPart + rng.IntN(100) // sorted in parts and merged
+		}
+		vs := make([]verdict, n)
+		for i := range vs {
+			b := make([]byte, rng.IntN(14))
+			for j := range b {
+				b[j] = "ab-0z"[rng.IntN(5)]
+			}
+			vs[i] = verdict{namespace: []string{"a", "b"}[rng.IntN(2)], name: prefix + string(b), kind: uint8(rng.IntN(2)), obj: int32(i)}
+		}
+		want := slices.Clone(vs)
+		slices.SortStableFunc(want, func(a, b verdict) int {
+			if a.kind != b.kind {
+				return int(a.kind) - int(b.kind)
+			}
+			if c := strings.Compare(a.namespace, b.namespace); c != 0 {
+				return c
+			}
+			return strings.Compare(a.name, b.name)
+		})
+		got := sortVerdicts(vs)
+		if len(got) != len(want) {
+			t.Fatalf("round %d: %d verdicts, want %d", round, len(got), len(want))
+		}
+		for i, g := range got {
+			if g.kind != want[i].kind || g.namespace != want[i].namespace || g.name != want[i].name {
+				t.Fatalf("round %d: at %d got %d/%s/%q, want %d/%s/%q", round, i,
+					g.kind, g.namespace, g.name, want[i].kind, want[i].namespace, want[i].name)
+			}
+		}
+	}
+}
