@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"path"
+	"reflect"
 	"regexp"
 	"slices"
 
@@ -198,7 +199,7 @@ func Pod(spec PodSpec) (*corev1.Pod, error) {
 	if spec.RestrictedSecurity {
 		psc, csc = restrict(psc, csc)
 	}
-	if !apiequality.Semantic.DeepEqual(*psc, corev1.PodSecurityContext{}) {
+	if !isEmpty(psc) {
 		pod.Spec.SecurityContext = psc
 	}
 
@@ -259,8 +260,17 @@ func Pod(spec PodSpec) (*corev1.Pod, error) {
 	return pod, nil
 }
 
-func isEmptySecurityContext(c *corev1.SecurityContext) bool {
-	return c == nil || apiequality.Semantic.DeepEqual(*c, corev1.SecurityContext{})
+func isEmptySecurityContext(c *corev1.SecurityContext) bool { return isEmpty(c) }
+
+// isEmpty reports whether *v is nil or semantically empty (an empty slice
+// is as good as none). The zero value, the usual case, is recognised
+// without the semantic comparison's reflection.
+func isEmpty[T any](v *T) bool {
+	if v == nil || reflect.ValueOf(v).Elem().IsZero() {
+		return true
+	}
+	var zero T
+	return apiequality.Semantic.DeepEqual(*v, zero)
 }
 
 // envRef matches a $(VAR) reference; $$(VAR) still contains one, as in

@@ -3,6 +3,8 @@ package manifest
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -146,10 +148,10 @@ func validatePort(port int32) field.ErrorList {
 func validateLabels(p *field.Path, labels map[string]string) field.ErrorList {
 	var errs field.ErrorList
 	for k, v := range labels {
-		for _, msg := range validation.IsQualifiedName(k) {
+		for _, msg := range isQualifiedName(k) {
 			errs = append(errs, field.Invalid(p, k, msg))
 		}
-		for _, msg := range validation.IsValidLabelValue(v) {
+		for _, msg := range isValidLabelValue(v) {
 			errs = append(errs, field.Invalid(p.Key(k), v, msg))
 		}
 	}
@@ -159,7 +161,7 @@ func validateLabels(p *field.Path, labels map[string]string) field.ErrorList {
 func validateAnnotations(p *field.Path, annotations map[string]string) field.ErrorList {
 	var errs field.ErrorList
 	for k := range annotations {
-		for _, msg := range validation.IsQualifiedName(k) {
+		for _, msg := range isQualifiedName(k) {
 			errs = append(errs, field.Invalid(p, k, msg))
 		}
 	}
@@ -220,3 +222,41 @@ func restrict(psc *corev1.PodSecurityContext, csc *corev1.SecurityContext) (*cor
 	}
 	return psc, csc
 }
+
+// validKeys and validValues hold label and annotation keys, and label
+// values, found valid. The keys of a hub's objects, and most label
+// values, are a few, the same on every start, while checking one runs
+// regular expressions: each is checked once per process. Invalid ones are
+// not kept (their errors are built each time), and each set stops growing
+// at maxValid entries, so that names made from user input (a user's
+// label value) cannot grow it without bound.
+var validKeys, validValues validSet
+
+const maxValid = 4096
+
+type validSet struct {
+	m sync.Map // string → struct{}
+	n atomic.Int64
+}
+
+// check returns the errors of s by validate, remembering s when it is
+// valid.
+func (v *validSet) check(s string, validate func(string) []string) []string {
+	if _, ok := v.m.Load(s); ok {
+		return nil
+	}
+	errs := validate(s)
+	if len(errs) == 0 && v.n.Load() < maxValid {
+		if _, loaded := v.m.LoadOrStore(s, struct{}{}); !loaded {
+			v.n.Add(1)
+		}
+	}
+	return errs
+}
+
+// isQualifiedName is validation.IsQualifiedName, remembering valid keys.
+func isQualifiedName(k string) []string { return validKeys.check(k, validation.IsQualifiedName) }
+
+// isValidLabelValue is validation.IsValidLabelValue, remembering valid
+// values.
+func isValidLabelValue(v string) []string { return validValues.check(v, validation.IsValidLabelValue) }

@@ -366,9 +366,14 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	if e := m.lookup(s); e != nil {
 		probe.LoadState(e.sp.State())
 	}
-	if _, err := probe.Plan(ctx, sopts); err != nil {
+	// The rendering is kept for the start, which then renders only if
+	// the names in use change meanwhile.
+	startID, st := newStartID(), probe.State()
+	objs, err := plan(ctx, s, &probe.b.cfg, probe.names, st, sopts, startID)
+	if err != nil {
 		return ServerStatus{}, false, &StartError{Server: s, Step: StepPlan, Reason: ReasonInvalid, Err: err}
 	}
+	sopts.planned = &planned{objects: objs, startID: startID, names: namesOf(st)}
 	e, err := m.entryFor(s)
 	if err != nil {
 		return ServerStatus{}, false, err

@@ -54,6 +54,25 @@ type StartOptions struct {
 	// not block for long. Registering it with the call itself means no
 	// event can be missed; NewStream turns it into a replayable stream.
 	OnProgress func(ProgressEvent)
+
+	// planned, set by the Manager, is this start's objects as it already
+	// rendered them to check the options; the start uses them instead of
+	// rendering again when the names in use have not changed since.
+	planned *planned
+}
+
+// planned is a start's rendering done ahead of the start.
+type planned struct {
+	objects *Objects
+	startID string
+	names   plannedNames
+}
+
+// plannedNames are the names in use (State) a rendering depends on.
+type plannedNames struct{ pod, namespace, dns, pvc string }
+
+func namesOf(st State) plannedNames {
+	return plannedNames{st.PodName, st.Namespace, st.DNSName, st.PVCName}
 }
 
 // Objects are what a Start creates for a server, rendered without a

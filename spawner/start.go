@@ -119,14 +119,20 @@ func newStartID() string {
 }
 
 func (s *Spawner) start(ctx context.Context, opts StartOptions, em *emitter) (string, error) {
-	run := &startRun{startID: newStartID()}
+	run := &startRun{}
 	fail := func(step Step, reason string, err error) error {
 		return s.failStart(ctx, run, step, reason, err)
 	}
 	em.note(0, "Preparing the server's objects")
-	o, err := plan(ctx, s.server, &s.b.cfg, s.names, s.State(), opts, run.startID)
-	if err != nil {
-		return "", fail(StepPlan, ReasonInvalid, err)
+	var o *Objects
+	if p := opts.planned; p != nil && p.names == namesOf(s.State()) {
+		o, run.startID = p.objects, p.startID
+	} else {
+		run.startID = newStartID()
+		var err error
+		if o, err = plan(ctx, s.server, &s.b.cfg, s.names, s.State(), opts, run.startID); err != nil {
+			return "", fail(StepPlan, ReasonInvalid, err)
+		}
 	}
 	if o.PVC != nil && s.State().PVCName == "" {
 		legacy, err := s.legacyPVC(ctx, &o.Config, o.PVC)

@@ -1,0 +1,55 @@
+package spawner
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/spawnkit/spawnkit/manifest"
+	"github.com/spawnkit/spawnkit/naming"
+)
+
+// BenchmarkPlan renders a start's objects under a plain configuration
+// (an image and a command; everything else KubeSpawner's defaults), as
+// every Start does before its first API call: the configuration is
+// validated and the names are made once, when the Spawner is made.
+func BenchmarkPlan(b *testing.B) {
+	cfg := Config{Namespace: "jhub", Cmd: []string{"jupyterhub-singleuser"}, Pod: manifest.PodSpec{Image: "quay.io/jupyter/base-notebook:latest"}}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		b.Fatal(err)
+	}
+	nopts, err := cfg.namingOptions()
+	if err != nil {
+		b.Fatal(err)
+	}
+	nopts.HubNamespace, nopts.Namespace = "jhub", cfg.Namespace
+	namer, err := naming.New(nopts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	type server struct {
+		srv   naming.Server
+		names naming.Names
+	}
+	servers := make([]server, 1000)
+	for i := range servers {
+		srv := naming.Server{Username: fmt.Sprintf("user%05d", i), UserID: int64(i + 1)}
+		names, err := namer.Names(srv)
+		if err != nil {
+			b.Fatal(err)
+		}
+		servers[i] = server{srv, names}
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		s := servers[i%len(servers)]
+		i++
+		st := State{PodName: s.names.Pod, Namespace: s.names.Namespace, DNSName: s.names.DNS}
+		if _, err := plan(ctx, s.srv, &cfg, s.names, st, StartOptions{}, "0123456789abcdef"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

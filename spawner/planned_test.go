@@ -1,0 +1,56 @@
+package spawner
+
+import (
+	"context"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/spawnkit/spawnkit/naming"
+)
+
+// A start handed the Manager's rendering uses it, start id and all, while
+// the names in use are those it was rendered with; once they change, the
+// start renders again.
+func TestStartUsesTheRenderingDoneAhead(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		stale   bool
+		wantOwn bool // the pod is the rendering handed over
+	}{
+		{name: "names unchanged", wantOwn: true},
+		{name: "names changed since", stale: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := naming.Server{Username: "planned-" + map[bool]string{false: "a", true: "b"}[tc.stale]}
+			s := newSpawner(t, srv, baseConfig(ns))
+			defer s.Stop(ctx, StopOptions{Now: true})
+			st := s.State()
+			objs, err := plan(ctx, srv, &s.b.cfg, s.names, st, StartOptions{}, "feedc0ffee000001")
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs.Pod.Labels["example.com/rendered"] = "ahead"
+			if tc.stale {
+				st.PVCName = "claim-of-another-template"
+			}
+			if _, err := s.Start(ctx, StartOptions{planned: &planned{objects: objs, startID: "feedc0ffee000001", names: namesOf(st)}}); err != nil {
+				t.Fatal(err)
+			}
+			pod, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, s.State().PodName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			own := pod.Labels["example.com/rendered"] == "ahead" && pod.Annotations[StartIDAnnotation] == "feedc0ffee000001"
+			if own != tc.wantOwn {
+				t.Errorf("the pod is the rendering handed over: %v, want %v (labels %v, start id %q)",
+					own, tc.wantOwn, pod.Labels, pod.Annotations[StartIDAnnotation])
+			}
+			if !tc.wantOwn && pod.Annotations[StartIDAnnotation] == "" {
+				t.Error("the start rendered again without a start id")
+			}
+		})
+	}
+}
