@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
 )
 
 // A start handed the Manager's rendering uses it, start id and all, while
@@ -53,4 +54,50 @@ func TestStartUsesTheRenderingDoneAhead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Pod events feed only the progress: a start without OnProgress holds no
+// event informer, one with it does.
+func TestEventsAreWatchedOnlyForProgress(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	r, err := reflector.New(reflector.Options{Client: cluster.Client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s, err := New(naming.Server{Username: "events-only-for-progress"}, Options{Client: cluster.Client, Registry: r, Config: baseConfig(ns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	eventInformers := func() int {
+		n := 0
+		for key := range r.Status() {
+			if key.Resource == reflector.ResourceEvents {
+				n++
+			}
+		}
+		return n
+	}
+	if _, err := s.Start(ctx, StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := eventInformers(); n != 0 {
+		t.Errorf("a start without OnProgress runs %d event informers, want none", n)
+	}
+	if err := s.Stop(ctx, StopOptions{Now: true}); err != nil {
+		t.Fatal(err)
+	}
+	var progress []ProgressEvent
+	if _, err := s.Start(ctx, StartOptions{OnProgress: func(e ProgressEvent) { progress = append(progress, e) }}); err != nil {
+		t.Fatal(err)
+	}
+	if n := eventInformers(); n != 1 {
+		t.Errorf("a start with OnProgress runs %d event informers, want 1", n)
+	}
+	if len(progress) == 0 || !progress[len(progress)-1].Ready {
+		t.Errorf("progress %v does not end ready", progress)
+	}
+	_ = s.Stop(ctx, StopOptions{Now: true})
 }

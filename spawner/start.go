@@ -154,8 +154,10 @@ func (s *Spawner) start(ctx context.Context, opts StartOptions, em *emitter) (st
 	if err != nil {
 		return "", fail(StepWatch, "", err)
 	}
+	// Events feed only the progress: a start nobody follows does not
+	// hold the event informer.
 	var events *reflector.Events
-	if boolOr(cfg.EventsEnabled, true) {
+	if boolOr(cfg.EventsEnabled, true) && em.fn != nil {
 		if events, err = s.eventsHandle(ctx, run.ns); err != nil {
 			return "", fail(StepWatch, "", err)
 		}
@@ -300,7 +302,7 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 	var grace <-chan time.Time // running once the pod is ready without events seen
 	graceOver := false
 	for {
-		if events != nil && em.fn != nil {
+		if events != nil {
 			if evs, err := events.ForUID(wctx, uid); err == nil {
 				for _, e := range evs {
 					key := string(e.UID) + "/" + strconv.Itoa(int(e.Count))
@@ -339,7 +341,7 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 				// time of exactly those starts whose events lag). A start
 				// without an OnProgress callback has nobody to show them
 				// to, and does not wait.
-				if events == nil || em.fn == nil || len(seen) > 0 || graceOver {
+				if events == nil || len(seen) > 0 || graceOver {
 					return pod, "", nil
 				}
 				if grace == nil {
@@ -426,7 +428,7 @@ func (s *Spawner) resume(ctx context.Context, em *emitter) (string, error) {
 		return "", fail(StepWatch, "", err)
 	}
 	var events *reflector.Events
-	if boolOr(s.b.cfg.EventsEnabled, true) {
+	if boolOr(s.b.cfg.EventsEnabled, true) && em.fn != nil {
 		if events, err = s.eventsHandle(ctx, st.Namespace); err != nil {
 			return "", fail(StepWatch, "", err)
 		}

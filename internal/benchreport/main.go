@@ -7,15 +7,19 @@
 // Rows come in groups (-only selects some):
 //
 //   - start: spawner.Spawner.Start of -sizes servers at once (100 and
-//     1,000 by default) against raw client-go doing the minimum equivalent
+//     1,000 by default), without progress (no OnProgress, so no event
+//     informer), against raw client-go doing the minimum equivalent
 //     work: Pods().Create (retried on timeouts, 5xx and broken streams, as
 //     spawnkit retries them), then waiting for Ready through a plain pod
 //     informer.
 //   - manager: the same through spawner.Manager as a hub drives it
 //     (NewManager, Start, Spawn each server, follow Watch until every
-//     server is running), against the same raw work. The Manager keeps
-//     its default ConcurrentSpawnLimit (100, JupyterHub's
-//     concurrent_spawn_limit) unless -spawn-limit says otherwise.
+//     server is running), against the same raw work plus an event
+//     informer on the namespace: the Manager reports each start's
+//     progress, pod events included, so watching them is part of the
+//     equivalent work. The Manager keeps its default
+//     ConcurrentSpawnLimit (100, JupyterHub's concurrent_spawn_limit)
+//     unless -spawn-limit says otherwise.
 //   - poll: spawner.Spawner.Poll of a running server, with -poll-pods
 //     pods (10,000 by default) in the cache, against a raw lister Get and
 //     a readiness and exit check: ns/op and allocs/op over a timed loop.
@@ -71,8 +75,9 @@
 // client differs: the pod a config asks for is the hub's choice, not
 // spawnkit's overhead. -raw-minimal-pod, -raw-events and -no-events are
 // diagnostics, off in a report: the raw side creates a minimal pod (a
-// third of the bytes), or watches pod events as spawnkit does, or
-// spawnkit runs without its event informer.
+// third of the bytes), or watches pod events in the start rows too, or
+// spawnkit runs without events (events_enabled false; then neither side
+// of the manager rows watches them).
 //
 //	go run ./internal/benchreport -repeats 3 -json bench-report.json
 //	go run ./internal/benchreport -quick -only start
@@ -156,9 +161,10 @@ type Env struct {
 	CPUProfile string
 	// RawPlannedPod (on in a report) makes the raw side create the very
 	// pod spawnkit renders, so only the client differs. Diagnostics for
-	// spawn rows, off in a report: NoEvents runs spawnkit without its event informer
-	// (events_enabled false), RawEvents gives the raw side an event
-	// informer like spawnkit's.
+	// spawn rows, off in a report: NoEvents runs spawnkit without events
+	// (events_enabled false, and no raw event informer in the manager
+	// rows), RawEvents gives the raw side of the start rows an event
+	// informer too.
 	RawPlannedPod, NoEvents, RawEvents bool
 }
 
@@ -173,8 +179,8 @@ func main() {
 	jsonPath := flags.String("json", "bench-report.json", "write the report here as JSON (\"\" for none)")
 	cpuProfile := flags.String("cpuprofile", "", "write a CPU profile of each measured window to files starting with this path")
 	rawMinimal := flags.Bool("raw-minimal-pod", false, "diagnostic: the raw side creates a minimal pod instead of the pod spawnkit renders")
-	noEvents := flags.Bool("no-events", false, "diagnostic: spawnkit runs without its event informer (events_enabled false)")
-	rawEvents := flags.Bool("raw-events", false, "diagnostic: the raw side also watches pod events, as spawnkit does")
+	noEvents := flags.Bool("no-events", false, "diagnostic: spawnkit runs without events (events_enabled false), and the raw side of the manager rows without its event informer")
+	rawEvents := flags.Bool("raw-events", false, "diagnostic: the raw side of the start rows watches pod events too")
 	child := flags.String("child", "", "internal: run one side of a spawn run, described by this JSON")
 	_ = flags.Parse(os.Args[1:])
 

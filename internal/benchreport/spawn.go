@@ -195,6 +195,11 @@ func spawnRunOnce(ctx context.Context, env *Env, api, side string, n, repeat int
 	}
 	spec := spawnRun{API: api, Side: side, Namespace: ns, N: n, Kubeconfig: env.Cluster.Kubeconfig, SpawnLimit: env.SpawnLimit,
 		RawPlannedPod: env.RawPlannedPod, NoEvents: env.NoEvents, RawEvents: env.RawEvents}
+	if api == apiManager && !env.NoEvents {
+		// The Manager reports every start's progress, pod events
+		// included: the equivalent raw work watches them too.
+		spec.RawEvents = true
+	}
 	if env.CPUProfile != "" {
 		spec.Profile = fmt.Sprintf("%s-%s-%d-%s-r%d.pprof", env.CPUProfile, api, n, side, repeat+1)
 	}
@@ -534,9 +539,11 @@ func warmRegistry(ctx context.Context, client kubernetes.Interface, ns string, w
 }
 
 // prepareStart makes n Spawners sharing one warm Registry; the spawns
-// call Start on each at once.
+// call Start on each at once, without OnProgress, so no event informer is
+// warmed: such starts never use one (a hub that reports progress pays for
+// it in the manager rows, where raw watches events too).
 func prepareStart(ctx context.Context, client kubernetes.Interface, spec spawnRun) (func(context.Context, func()) error, func(), error) {
-	registry, release, err := warmRegistry(ctx, client, spec.Namespace, !spec.NoEvents)
+	registry, release, err := warmRegistry(ctx, client, spec.Namespace, false)
 	if err != nil {
 		return nil, nil, err
 	}
