@@ -48,3 +48,21 @@ func TestSortVerdictsMatchesPlainComparison(t *testing.T) {
 		}
 	}
 }
+
+// The last Add of a server says whether it runs; a user with two
+// servers is one user.
+func TestKnownAdd(t *testing.T) {
+	k := NewKnown(0)
+	k.Add("alice", "", true)
+	k.Add("alice", "", false) // the last word wins
+	k.Add("alice", "gpu", true)
+	if running, ok := k.servers[ServerKey{User: "alice"}]; !ok || running {
+		t.Errorf("alice's default server: known %v, running %v; want known, stopped", ok, running)
+	}
+	if running, ok := k.servers[ServerKey{User: "alice", Server: "gpu"}]; !ok || !running {
+		t.Errorf("alice/gpu: known %v, running %v; want known, running", ok, running)
+	}
+	if _, ok := k.users["alice"]; !ok || len(k.users) != 1 || k.Len() != 2 {
+		t.Errorf("users %v, %d servers; want alice, 2", k.users, k.Len())
+	}
+}
