@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	goruntime "runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -92,10 +93,10 @@ func measureSpawns(ctx context.Context, env *Env, repeats int, api string) ([]Me
 				results[side] = res
 				perVerb := perSpawn(nil, res.Calls, n)
 				calls = append(calls, runDetail{Repeat: r + 1, Side: side, CallsPerSpawn: perVerb})
-				timings = append(timings, runDetail{Repeat: r + 1, Side: side, Phases: &res.Phases})
-				fmt.Fprintf(os.Stderr, "%s n=%d repeat %d: %-8s %s (%.1f/s), %.2f requests/spawn, %.2f CPU ms/spawn; %s\n",
+				timings = append(timings, runDetail{Repeat: r + 1, Side: side, Phases: &res.Phases, Memory: &res.Memory})
+				fmt.Fprintf(os.Stderr, "%s n=%d repeat %d: %-8s %s (%.1f/s), %.2f requests/spawn, %.2f CPU ms/spawn, %.0f KB and %.0f objects allocated/spawn, %d GC cycles; %s\n",
 					api, n, r+1, side, res.Elapsed.Round(time.Millisecond), float64(n)/res.Elapsed.Seconds(),
-					total(perVerb), msPer(res.CPU, n), res.Phases)
+					total(perVerb), msPer(res.CPU, n), res.Memory.AllocKBPerSpawn, res.Memory.ObjectsPerSpawn, res.Memory.GCCycles, res.Phases)
 			}
 			sk, okSk := results["spawnkit"]
 			raw, okRaw := results["raw"]
@@ -120,6 +121,7 @@ type runDetail struct {
 	Side          string             `json:"side"`
 	CallsPerSpawn map[string]float64 `json:"calls_per_spawn,omitempty"`
 	Phases        *phases            `json:"phases,omitempty"`
+	Memory        *memory            `json:"memory,omitempty"`
 }
 
 func msPer(d time.Duration, n int) float64 {
@@ -149,6 +151,16 @@ type spawnResult struct {
 	CPU     time.Duration  `json:"cpu"`
 	Calls   map[string]int `json:"calls"`
 	Phases  phases         `json:"phases"`
+	Memory  memory         `json:"memory"`
+}
+
+// memory is what the Go runtime did over a spawn run: a side that
+// allocates more pays for it in GC cycles, which its CPU includes.
+type memory struct {
+	GCCycles        uint32  `json:"gc_cycles"`
+	AllocKBPerSpawn float64 `json:"alloc_kb_per_spawn"`
+	ObjectsPerSpawn float64 `json:"objects_per_spawn"`
+	GoroutinesAtEnd int     `json:"goroutines_at_end"`
 }
 
 // phases say when, from the start of the clock, the pod creates were
@@ -296,6 +308,8 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 		return err
 	}
 	calls0 := counter.snapshot()
+	var mem0, mem1 goruntime.MemStats
+	goruntime.ReadMemStats(&mem0)
 	cpu0, err := cpuTime()
 	if err != nil {
 		return err
@@ -314,6 +328,8 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	goroutines := goruntime.NumGoroutine()
+	goruntime.ReadMemStats(&mem1)
 	calls1 := counter.snapshot()
 	if err := stopProfile(); err != nil {
 		return err
@@ -321,7 +337,12 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 	if spawnErr != nil {
 		return spawnErr
 	}
-	res := spawnResult{Elapsed: elapsed, CPU: cpu1 - cpu0, Calls: map[string]int{}}
+	res := spawnResult{Elapsed: elapsed, CPU: cpu1 - cpu0, Calls: map[string]int{}, Memory: memory{
+		GCCycles:        mem1.NumGC - mem0.NumGC,
+		AllocKBPerSpawn: float64(mem1.TotalAlloc-mem0.TotalAlloc) / 1024 / float64(spec.N),
+		ObjectsPerSpawn: float64(mem1.Mallocs-mem0.Mallocs) / float64(spec.N),
+		GoroutinesAtEnd: goroutines,
+	}}
 	res.Phases.CreatedP50, res.Phases.CreatedMax = p50max(counter.createdSince(begin))
 	mu.Lock()
 	res.Phases.ReadyP50, res.Phases.ReadyMax = p50max(readyAt)
