@@ -56,7 +56,8 @@ func (c *watchCounter) counts() map[string]int {
 }
 
 // TestUserNamespacesWatchOnce starts servers for 200 users, each in its
-// own namespace, through one registry, and counts the registry's watch
+// own namespace (each start reporting progress), through one registry,
+// and counts the registry's watch
 // requests: one pod watch and one event watch for all of them (two
 // allowed for a watch that client-go restarts), none per namespace.
 func TestUserNamespacesWatchOnce(t *testing.T) {
@@ -88,7 +89,11 @@ func TestUserNamespacesWatchOnce(t *testing.T) {
 	g.SetLimit(25)
 	for _, s := range spawners {
 		g.Go(func() error {
-			if _, err := s.Start(gctx, hubStart()); err != nil {
+			// Each start reports progress, as a hub's do, so that the
+			// event informer is needed too.
+			opts := hubStart()
+			opts.OnProgress = func(ProgressEvent) {}
+			if _, err := s.Start(gctx, opts); err != nil {
 				return fmt.Errorf("%s: %w", s.State().Namespace, err)
 			}
 			return nil
