@@ -57,9 +57,9 @@ func (c *watchCounter) counts() map[string]int {
 
 // TestUserNamespacesWatchOnce starts servers for 200 users, each in its
 // own namespace (each start reporting progress), through one registry,
-// and counts the registry's watch
-// requests: one pod watch and one event watch for all of them (two
-// allowed for a watch that client-go restarts), none per namespace.
+// and counts the registry's watch requests: one pod watch and one event
+// watch for all of them (two allowed for a watch that client-go
+// restarts), none per namespace.
 func TestUserNamespacesWatchOnce(t *testing.T) {
 	c := testcluster.Require(t, cluster)
 	const users = 200
