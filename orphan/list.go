@@ -259,7 +259,7 @@ type verdict struct {
 	namespace, name string
 	pod             *reflector.Pod // a cached pod, or nil
 	obj             int32          // otherwise the index of a listed object
-	kind            uint8          // the kind's place in AllKinds
+	kind            uint8          // kindOrder
 	reason          Reason
 	abbrev          uint64 // sortVerdicts' abbreviated key of name
 }
@@ -483,7 +483,12 @@ func metaOf(obj runtime.Object) (metav1.ObjectMeta, error) {
 	return metav1.ObjectMeta{}, fmt.Errorf("orphan: unexpected object %T", obj)
 }
 
-func kindOrder(k Kind) uint8 { return uint8(slices.Index(AllKinds, k)) }
+// kindOrder is k's place among the kinds in alphabetical order, the
+// order orphans have always been sorted in (Namespace,
+// PersistentVolumeClaim, Pod, Secret, Service).
+func kindOrder(k Kind) uint8 { return uint8(slices.Index(kindsByName, k)) }
+
+var kindsByName = slices.Sorted(slices.Values(AllKinds))
 
 // sortVerdicts returns vs in order of kind, namespace and name. Parts of
 // vs are sorted at once (inParts), then merged. Names are compared by an

@@ -1,10 +1,16 @@
 package orphan
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/spawnkit/spawnkit/naming"
 )
 
 // sortVerdicts orders exactly as comparing kind, namespace and the whole
@@ -64,5 +70,27 @@ func TestKnownAdd(t *testing.T) {
 	}
 	if _, ok := k.users["alice"]; !ok || len(k.users) != 1 || k.Len() != 2 {
 		t.Errorf("users %v, %d servers; want alice, 2", k.users, k.Len())
+	}
+}
+
+// Orphans come sorted by kind in alphabetical order (Namespace,
+// PersistentVolumeClaim, Pod, Secret, Service), then namespace and name.
+func TestOrphansSortedByKindName(t *testing.T) {
+	in := newInventory(NewKnown(0), AllKinds)
+	for _, o := range []struct {
+		k    Kind
+		name string
+	}{{KindService, "a"}, {KindPod, "b"}, {KindSecret, "a"}, {KindNamespace, "b"}, {KindPVC, "a"}, {KindPod, "a"}} {
+		k, name := o.k, o.name
+		in.add(k, metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(fmt.Sprint(len(in.objects))),
+			Annotations: map[string]string{naming.AnnotationUsername: "nobody-knows"}})
+	}
+	var got []string
+	for _, o := range in.orphans() {
+		got = append(got, string(o.Kind)+"/"+o.Name)
+	}
+	want := []string{"Namespace/b", "PersistentVolumeClaim/a", "Pod/a", "Pod/b", "Secret/a", "Service/a"}
+	if !slices.Equal(got, want) {
+		t.Errorf("orphans in order %v, want %v", got, want)
 	}
 }

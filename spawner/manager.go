@@ -373,7 +373,7 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	if err != nil {
 		return ServerStatus{}, false, &StartError{Server: s, Step: StepPlan, Reason: ReasonInvalid, Err: err}
 	}
-	sopts.planned = &planned{objects: objs, startID: startID, names: namesOf(st)}
+	sopts.planned = &planned{objects: objs, startID: startID, server: s, names: namesOf(st)}
 	e, err := m.entryFor(s)
 	if err != nil {
 		return ServerStatus{}, false, err

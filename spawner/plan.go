@@ -65,6 +65,7 @@ type StartOptions struct {
 type planned struct {
 	objects *Objects
 	startID string
+	server  naming.Server // the server rendered for, user id included
 	names   plannedNames
 }
 

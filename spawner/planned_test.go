@@ -19,13 +19,15 @@ func TestStartUsesTheRenderingDoneAhead(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		stale   bool
+		otherID bool
 		wantOwn bool // the pod is the rendering handed over
 	}{
 		{name: "names unchanged", wantOwn: true},
 		{name: "names changed since", stale: true},
+		{name: "rendered for another user id", otherID: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := naming.Server{Username: "planned-" + map[bool]string{false: "a", true: "b"}[tc.stale]}
+			srv := naming.Server{Username: "planned-" + map[bool]string{false: "a", true: "b"}[tc.stale] + map[bool]string{false: "", true: "c"}[tc.otherID]}
 			s := newSpawner(t, srv, baseConfig(ns))
 			defer s.Stop(ctx, StopOptions{Now: true})
 			st := s.State()
@@ -37,7 +39,11 @@ func TestStartUsesTheRenderingDoneAhead(t *testing.T) {
 			if tc.stale {
 				st.PVCName = "claim-of-another-template"
 			}
-			if _, err := s.Start(ctx, StartOptions{planned: &planned{objects: objs, startID: "feedc0ffee000001", names: namesOf(st)}}); err != nil {
+			rendered := srv
+			if tc.otherID {
+				rendered.UserID = 42 // the Manager's caller named the server with another id
+			}
+			if _, err := s.Start(ctx, StartOptions{planned: &planned{objects: objs, startID: "feedc0ffee000001", server: rendered, names: namesOf(st)}}); err != nil {
 				t.Fatal(err)
 			}
 			pod, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, s.State().PodName, metav1.GetOptions{})

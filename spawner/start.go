@@ -125,7 +125,7 @@ func (s *Spawner) start(ctx context.Context, opts StartOptions, em *emitter) (st
 	}
 	em.note(0, "Preparing the server's objects")
 	var o *Objects
-	if p := opts.planned; p != nil && p.names == namesOf(s.State()) {
+	if p := opts.planned; p != nil && p.server == s.server && p.names == namesOf(s.State()) {
 		o, run.startID = p.objects, p.startID
 	} else {
 		run.startID = newStartID()
