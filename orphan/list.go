@@ -392,21 +392,11 @@ func podsInto(ctx context.Context, opts Options, ns string, in *inventory) error
 	// as often as the first. The pass is memory-bound, so a large cache
 	// is split among the cores, each judging a part into a sink of its
 	// own; the sinks are joined in order.
-	parts := min(goruntime.GOMAXPROCS(0), len(list)/minPerPart, maxParts)
-	if parts <= 1 {
-		sink := podSink{found: in.found, pods: in.pods}
-		sink.judge(in, list, sel)
-		in.found, in.pods = sink.found, sink.pods
-		return nil
-	}
-	sinks := make([]podSink, parts)
-	var wg sync.WaitGroup
-	for i := range sinks {
-		part := list[i*len(list)/parts : (i+1)*len(list)/parts]
-		wg.Go(func() { sinks[i].judge(in, part, sel) })
-	}
-	wg.Wait()
-	for _, sink := range sinks {
+	sinks := make([]podSink, numParts(len(list)))
+	sinks[0] = podSink{found: in.found, pods: in.pods}
+	inParts(len(list), len(sinks), func(part, lo, hi int) { sinks[part].judge(in, list[lo:hi], sel) })
+	in.found, in.pods = sinks[0].found, sinks[0].pods
+	for _, sink := range sinks[1:] {
 		in.found = append(in.found, sink.found...)
 		in.pods = append(in.pods, sink.pods...)
 	}
@@ -497,29 +487,21 @@ var kindsByName = slices.Sorted(slices.Values(AllKinds))
 // the verdict, so that most comparisons read no name.
 func sortVerdicts(vs []verdict) []*verdict {
 	// The shared prefix: each part's, then theirs.
-	var mu sync.Mutex
-	common, first := "", true
-	inParts(len(vs), func(lo, hi int) {
-		prefix := sharedPrefix(vs[lo:hi])
-		mu.Lock()
-		defer mu.Unlock()
-		if first {
-			common, first = prefix, false
-		} else {
-			common = common[:commonLen(common, prefix)]
-		}
-	})
+	prefixes := make([]string, numParts(len(vs)))
+	inParts(len(vs), len(prefixes), func(part, lo, hi int) { prefixes[part] = sharedPrefix(vs[lo:hi]) })
+	common := prefixes[0]
+	for _, p := range prefixes[1:] {
+		common = common[:commonLen(common, p)]
+	}
 	skip := len(common)
-	var runs [][]verdict
-	inParts(len(vs), func(lo, hi int) {
+	runs := make([][]verdict, len(prefixes))
+	inParts(len(vs), len(runs), func(part, lo, hi int) {
 		run := vs[lo:hi]
 		for i := range run {
 			run[i].abbrev = abbreviate(run[i].name, skip)
 		}
 		slices.SortFunc(run, func(a, b verdict) int { return compareVerdicts(&a, &b) })
-		mu.Lock()
-		runs = append(runs, run)
-		mu.Unlock()
+		runs[part] = run
 	})
 	out := make([]*verdict, 0, len(vs))
 	if len(runs) == 1 {
@@ -623,7 +605,7 @@ func (in *inventory) orphans() []Orphan {
 	}
 	order := sortVerdicts(in.found)
 	out := make([]Orphan, len(order))
-	inParts(len(order), func(lo, hi int) {
+	inParts(len(order), numParts(len(order)), func(_, lo, hi int) {
 		for j := lo; j < hi; j++ {
 			out[j] = in.orphan(order[j])
 		}
@@ -649,20 +631,26 @@ func (in *inventory) orphan(v *verdict) Orphan {
 // the goroutines cost more than they save.
 const minPerPart = 8192
 
-// inParts calls f on the consecutive parts [lo, hi) of [0, n), at once
-// when n is large enough for more than one core to help, and returns when
-// every call has returned. The passes it splits are memory-bound (each
-// item a pointer into a large cache), so they gain nearly a core's worth
-// each.
-func inParts(n int, f func(lo, hi int)) {
-	parts := min(goruntime.GOMAXPROCS(0), n/minPerPart, maxParts)
+// numParts is how many parts inParts splits n items into: one a core
+// (GOMAXPROCS, at most maxParts), each of at least minPerPart items.
+func numParts(n int) int {
+	return max(1, min(goruntime.GOMAXPROCS(0), n/minPerPart, maxParts))
+}
+
+// inParts calls f on parts (numParts(n), computed once by the caller,
+// which sizes its per-part results by it) consecutive parts [lo, hi) of
+// [0, n), numbered from 0, at once when there is more than one, and
+// returns when every call has returned. The passes it splits are
+// memory-bound (each item a pointer into a large cache), so they gain
+// nearly a core's worth each.
+func inParts(n, parts int, f func(part, lo, hi int)) {
 	if parts <= 1 {
-		f(0, n)
+		f(0, 0, n)
 		return
 	}
 	var wg sync.WaitGroup
 	for i := range parts {
-		wg.Go(func() { f(i*n/parts, (i+1)*n/parts) })
+		wg.Go(func() { f(i, i*n/parts, (i+1)*n/parts) })
 	}
 	wg.Wait()
 }

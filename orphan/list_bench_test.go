@@ -1,7 +1,6 @@
 package orphan
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -14,19 +13,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/fake"
-	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
 
 // benchRegistry is a Registry holding a synced informer over n spawnkit
 // pods in ns, one per user ("user000000"…), served by client-go's fake
-// clientset: the benchmarks measure List, not an API server.
-func benchRegistry(b testing.TB, n int, ns string) (*reflector.Registry, *fake.Clientset) {
+// clientset (testcluster.FakeClientset): the benchmarks measure List, not
+// an API server. With varied, one pod in 997 is being deleted, unlabelled
+// or unattributed.
+func benchRegistry(b testing.TB, n int, ns string, varied bool) (*reflector.Registry, kubernetes.Interface) {
 	objs := make([]kruntime.Object, n)
 	for i := range objs {
 		user := fmt.Sprintf("user%06d", i)
@@ -36,6 +36,9 @@ func benchRegistry(b testing.TB, n int, ns string) (*reflector.Registry, *fake.C
 			Labels:      map[string]string{naming.LabelComponent: "singleuser-server", naming.LabelManagedBy: naming.ManagedBySpawnkit},
 			Annotations: map[string]string{naming.AnnotationUsername: user, naming.AnnotationServername: ""},
 		}}
+		if !varied {
+			continue
+		}
 		switch pod := objs[i].(*corev1.Pod); i % 997 {
 		case 1: // being deleted: never an orphan
 			pod.DeletionTimestamp = ptr.To(metav1.Now())
@@ -46,15 +49,7 @@ func benchRegistry(b testing.TB, n int, ns string) (*reflector.Registry, *fake.C
 			pod.Annotations = nil
 		}
 	}
-	client := fake.NewClientset(objs...)
-	// The fake's watch-list stream holds 100 events: the informer is told
-	// it cannot stream, and lists.
-	client.PrependWatchReactor("*", func(action clienttesting.Action) (bool, watch.Interface, error) {
-		if w, ok := action.(clienttesting.WatchActionImpl); ok && ptr.Deref(w.ListOptions.SendInitialEvents, false) {
-			return true, nil, errors.New("the fake clientset cannot stream a watch-list of this size")
-		}
-		return false, nil, nil
-	})
+	client := testcluster.FakeClientset(objs...)
 	r, err := reflector.New(reflector.Options{Client: client})
 	if err != nil {
 		b.Fatal(err)
@@ -77,7 +72,7 @@ func benchRegistry(b testing.TB, n int, ns string) (*reflector.Registry, *fake.C
 // stopped and once with all of them.
 func BenchmarkListFromRegistry(b *testing.B) {
 	const n, ns = 100_000, "jhub"
-	r, client := benchRegistry(b, n, ns)
+	r, client := benchRegistry(b, n, ns, false)
 	for _, tc := range []struct {
 		name    string
 		running func(int) bool
@@ -114,7 +109,7 @@ func BenchmarkListFromRegistry(b *testing.B) {
 func TestListFromALargeCacheMatchesTheList(t *testing.T) {
 	const ns = "jhub"
 	n := 3*minPerPart + 17
-	r, client := benchRegistry(t, n, ns)
+	r, client := benchRegistry(t, n, ns, true)
 	// Three in four servers stopped: enough orphans to be sorted in parts
 	// and merged too.
 	known := benchKnown(n, func(i int) bool { return i%4 == 0 })

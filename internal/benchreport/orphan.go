@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -15,13 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes/fake"
-	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 
+	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/orphan"
@@ -63,16 +59,7 @@ func measureOrphanDiff(ctx context.Context, env *Env, repeats int) ([]Measure, e
 	for i := range objs {
 		objs[i] = orphanPod(i)
 	}
-	client := fake.NewClientset(objs...)
-	// The fake's watch-list stream holds 100 events; the Registry's
-	// informers do not learn from the client that it cannot stream more
-	// (client-go's own informers do), so they are told here, and list.
-	client.PrependWatchReactor("*", func(action clienttesting.Action) (bool, watch.Interface, error) {
-		if w, ok := action.(clienttesting.WatchActionImpl); ok && ptr.Deref(w.ListOptions.SendInitialEvents, false) {
-			return true, nil, errors.New("the fake clientset cannot stream a watch-list of this size")
-		}
-		return false, nil, nil
-	})
+	client := testcluster.FakeClientset(objs...)
 	registry, err := reflector.New(reflector.Options{Client: client})
 	if err != nil {
 		return nil, err
