@@ -45,7 +45,7 @@ func BenchmarkPod(b *testing.B) {
 	spec := fullSpec()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Pod(spec); err != nil {
+		if _, err := Pod(&spec); err != nil {
 			b.Fatal(err)
 		}
 	}

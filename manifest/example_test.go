@@ -9,7 +9,7 @@ import (
 )
 
 func ExamplePod() {
-	pod, err := manifest.Pod(manifest.PodSpec{
+	pod, err := manifest.Pod(&manifest.PodSpec{
 		Name:   "jupyter-alice",
 		Image:  "quay.io/jupyter/base-notebook:2024-01-01",
 		Cmd:    []string{"jupyterhub-singleuser"},
@@ -54,7 +54,7 @@ func ExampleDecodePodSpec() {
 	if err != nil {
 		panic(err)
 	}
-	pod, err := manifest.Pod(spec)
+	pod, err := manifest.Pod(&spec)
 	if err != nil {
 		panic(err)
 	}

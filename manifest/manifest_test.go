@@ -2,10 +2,14 @@ package manifest
 
 import (
 	"encoding/json"
+	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/pod-security-admission/api"
@@ -52,7 +56,7 @@ func TestPodRejectsInvalidSpec(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := basicSpec()
 			tc.mutate(&spec)
-			pod, err := Pod(spec)
+			pod, err := Pod(&spec)
 			if err == nil {
 				t.Fatalf("built %s, want an error", pod.Name)
 			}
@@ -122,7 +126,7 @@ func TestPodDoesNotAliasSpec(t *testing.T) {
 	spec.Labels = map[string]string{"a": "b"}
 	spec.Env = []corev1.EnvVar{{Name: "A", Value: "1"}}
 	spec.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-	pod, err := Pod(spec)
+	pod, err := Pod(&spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +145,7 @@ func TestRestrictedProfilePassesPodSecurity(t *testing.T) {
 	}
 	restricted := api.LevelVersion{Level: api.LevelRestricted, Version: api.LatestVersion()}
 	check := func(spec PodSpec) []string {
-		pod, err := Pod(spec)
+		pod, err := Pod(&spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +174,7 @@ func TestRestrictedProfilePassesPodSecurity(t *testing.T) {
 	// one the profile forbids.
 	spec.ContainerSecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}
 	spec.AllowPrivilegeEscalation = EscalationAllowed
-	pod, err := Pod(spec)
+	pod, err := Pod(&spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,5 +200,96 @@ func TestSecretTrustBundle(t *testing.T) {
 	}
 	if ref := s.OwnerReferences[0]; ref.Kind != "Pod" || !*ref.BlockOwnerDeletion || *ref.Controller {
 		t.Errorf("owner reference = %+v", ref)
+	}
+}
+
+// TestPodLeavesSpecUnchanged builds every make_pod vector (the whole range
+// of KubeSpawner's options, SSL, overrides and restricted security
+// included) and checks that Pod, which takes the spec by pointer, changed
+// nothing in it.
+func TestPodLeavesSpecUnchanged(t *testing.T) {
+	data, err := os.ReadFile("testdata/manifest-vectors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Cases []vectorCase `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	built := 0
+	for _, c := range file.Cases {
+		if c.Function != "make_pod" {
+			continue
+		}
+		spec, err := DecodePodSpec(c.Kwargs)
+		if err != nil {
+			continue
+		}
+		want, err := DecodePodSpec(c.Kwargs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Appending to a slice with spare capacity would change what a
+		// later append sees without changing spec's own elements: give
+		// every slice some.
+		spec.Env = slices.Grow(spec.Env, 4)
+		spec.Volumes = slices.Grow(spec.Volumes, 4)
+		spec.VolumeMounts = slices.Grow(spec.VolumeMounts, 4)
+		spec.SupplementalGIDs = slices.Grow(spec.SupplementalGIDs, 4)
+		for _, ssl := range []bool{false, true} {
+			if ssl {
+				spec.SSLSecretName, spec.SSLSecretMountPath = "certs", "/etc/certs"
+				want.SSLSecretName, want.SSLSecretMountPath = "certs", "/etc/certs"
+			}
+			if _, err := Pod(&spec); err != nil {
+				continue
+			}
+			built++
+			if !apiequality.Semantic.DeepEqual(spec, want) {
+				t.Errorf("%s (ssl %v): Pod changed its spec", c.Name, ssl)
+			}
+			if !spareIsZero(spec.Env) || !spareIsZero(spec.Volumes) || !spareIsZero(spec.VolumeMounts) || !spareIsZero(spec.SupplementalGIDs) {
+				t.Errorf("%s (ssl %v): Pod appended to one of the spec's slices in place", c.Name, ssl)
+			}
+		}
+	}
+	if built < 20 {
+		t.Fatalf("only %d pods built from the vectors", built)
+	}
+}
+
+// spareIsZero reports whether s's capacity beyond its length is untouched.
+func spareIsZero[T any](s []T) bool {
+	for _, v := range s[len(s):cap(s)] {
+		if !reflect.ValueOf(&v).Elem().IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
+// TestIsEmptyMatchesSemanticEquality checks isEmpty's shortcuts against
+// the plain definition (semantically equal to the zero value) on security
+// contexts: unset, empty slices, pointers to zero values, set fields.
+func TestIsEmptyMatchesSemanticEquality(t *testing.T) {
+	plain := func(v any, zero any) bool {
+		return reflect.ValueOf(v).IsNil() || apiequality.Semantic.DeepEqual(reflect.ValueOf(v).Elem().Interface(), zero)
+	}
+	pscs := []*corev1.PodSecurityContext{nil, {}, {SupplementalGroups: []int64{}}, {FSGroup: ptr.To[int64](0)},
+		{FSGroup: ptr.To[int64](100)}, {SupplementalGroups: []int64{5}}, {Sysctls: []corev1.Sysctl{}},
+		{SELinuxOptions: &corev1.SELinuxOptions{}}, {SupplementalGroupsPolicy: ptr.To(corev1.SupplementalGroupsPolicyMerge)}}
+	for i, c := range pscs {
+		if got, want := isEmpty(c), plain(c, corev1.PodSecurityContext{}); got != want {
+			t.Errorf("pod security context %d: isEmpty %v, semantic %v", i, got, want)
+		}
+	}
+	cscs := []*corev1.SecurityContext{nil, {}, {RunAsUser: ptr.To[int64](1000)}, {Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{}}},
+		{Privileged: ptr.To(false)}, {ProcMount: ptr.To(corev1.DefaultProcMount)}}
+	for i, c := range cscs {
+		if got, want := isEmpty(c), plain(c, corev1.SecurityContext{}); got != want {
+			t.Errorf("container security context %d: isEmpty %v, semantic %v", i, got, want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -130,14 +131,25 @@ type PodSpec struct {
 	RestrictedSecurity bool
 }
 
-// Pod builds the pod of a user server. It is pure; an invalid spec is a
-// *ValidationError listing every problem, returned before anything reaches
-// the API server.
-func Pod(spec PodSpec) (*corev1.Pod, error) {
-	if errs := validatePod(&spec); len(errs) > 0 {
+// Pod builds the pod of a user server. It is pure: it reads spec and
+// never changes it, and the pod shares no memory with it. An invalid spec
+// is a *ValidationError listing every problem, returned before anything
+// reaches the API server.
+//
+// spec is a pointer because a PodSpec is large (about 900 bytes): passed
+// by value it would sit twice in the caller's stack frame.
+func Pod(spec *PodSpec) (*corev1.Pod, error) {
+	// Validation and building are separate functions, so that neither's
+	// stack frame sits under the other's calls: a start's goroutine
+	// keeps the deepest stack its rendering needed.
+	if errs := validatePod(spec); len(errs) > 0 {
 		return nil, &ValidationError{Kind: "Pod", Name: spec.Name, Errs: errs}
 	}
+	return buildPod(spec)
+}
 
+// buildPod builds the pod of a valid spec.
+func buildPod(spec *PodSpec) (*corev1.Pod, error) {
 	pod := &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -154,6 +166,77 @@ func Pod(spec PodSpec) (*corev1.Pod, error) {
 		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: name})
 	}
 
+	volumes, mounts, env := storageAndEnv(spec)
+
+	psc, csc, err := securityContexts(spec)
+	if err != nil {
+		return nil, err
+	}
+	if !isEmpty(psc) {
+		pod.Spec.SecurityContext = psc
+	}
+
+	// The server's container is built where it ends up, not copied
+	// there: a Container is 400 bytes, and each copy would sit in this
+	// frame, which every start's goroutine stack has to hold.
+	pod.Spec.Containers = make([]corev1.Container, 1, 1+len(spec.ExtraContainers))
+	container := &pod.Spec.Containers[0]
+	container.Name = ContainerName
+	container.Image = spec.Image
+	container.Args = slices.Clone(spec.Cmd)
+	container.WorkingDir = spec.WorkingDir
+	container.Ports = []corev1.ContainerPort{{Name: PortName, ContainerPort: spec.Port}}
+	container.Env = sortEnv(env)
+	container.ImagePullPolicy = spec.ImagePullPolicy
+	container.Lifecycle = spec.LifecycleHooks.DeepCopy()
+	container.VolumeMounts = mounts
+	container.Resources.Requests = resourceList(spec.CPUGuarantee, spec.MemGuarantee, spec.ExtraResourceGuarantees)
+	container.Resources.Limits = resourceList(spec.CPULimit, spec.MemLimit, spec.ExtraResourceLimits)
+	if !isEmptySecurityContext(csc) {
+		container.SecurityContext = csc
+	}
+
+	if spec.ServiceAccount != "" {
+		pod.Spec.ServiceAccountName = spec.ServiceAccount
+	}
+	switch {
+	case spec.AutomountServiceAccountToken != nil:
+		pod.Spec.AutomountServiceAccountToken = ptr.To(*spec.AutomountServiceAccountToken)
+	case spec.ServiceAccount == "":
+		pod.Spec.AutomountServiceAccountToken = ptr.To(false)
+	}
+
+	if errs := applyOverrides(container, spec.ExtraContainerConfig, field.NewPath("extra_container_config")); len(errs) > 0 {
+		return nil, &ValidationError{Kind: "Pod", Name: spec.Name, Errs: errs}
+	}
+	pod.Spec.Containers = append(pod.Spec.Containers, deepCopyAll(spec.ExtraContainers)...)
+	pod.Spec.InitContainers = deepCopyAll(spec.InitContainers)
+	for i := range spec.Tolerations {
+		pod.Spec.Tolerations = append(pod.Spec.Tolerations, *spec.Tolerations[i].DeepCopy())
+	}
+	for i := range volumes {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, *volumes[i].DeepCopy())
+	}
+	if spec.RestrictedSecurity {
+		for _, cs := range [][]corev1.Container{pod.Spec.Containers[1:], pod.Spec.InitContainers} {
+			for i := range cs {
+				_, cs[i].SecurityContext = restrict(nil, cs[i].SecurityContext)
+			}
+		}
+	}
+	pod.Spec.SchedulerName = spec.SchedulerName
+	pod.Spec.Affinity = affinity(spec)
+	pod.Spec.PriorityClassName = spec.PriorityClassName
+
+	if errs := applyOverrides(&pod.Spec, spec.ExtraPodConfig, field.NewPath("extra_pod_config")); len(errs) > 0 {
+		return nil, &ValidationError{Kind: "Pod", Name: spec.Name, Errs: errs}
+	}
+	return pod, nil
+}
+
+// storageAndEnv are copies of the spec's volumes, mounts and environment,
+// with internal SSL's added.
+func storageAndEnv(spec *PodSpec) ([]corev1.Volume, []corev1.VolumeMount, []corev1.EnvVar) {
 	volumes := slices.Clone(spec.Volumes)
 	mounts := deepCopyAll(spec.VolumeMounts)
 	env := slices.Clone(spec.Env)
@@ -173,14 +256,20 @@ func Pod(spec PodSpec) (*corev1.Pod, error) {
 		)
 		mounts = append(mounts, corev1.VolumeMount{Name: SSLVolumeName, MountPath: spec.SSLSecretMountPath})
 	}
+	return volumes, mounts, env
+}
 
+// securityContexts are the pod's and the server container's security
+// contexts: the spec's ids and flags, merged with pod_security_context and
+// container_security_context, restricted when asked.
+func securityContexts(spec *PodSpec) (*corev1.PodSecurityContext, *corev1.SecurityContext, error) {
 	psc := &corev1.PodSecurityContext{FSGroup: cloneInt64(spec.FSGID)}
 	if len(spec.SupplementalGIDs) > 0 {
 		psc.SupplementalGroups = slices.Clone(spec.SupplementalGIDs)
 	}
 	psc, err := mergeJSON(psc, spec.PodSecurityContext.DeepCopy())
 	if err != nil {
-		return nil, fmt.Errorf("manifest: pod %q: merging pod_security_context: %w", spec.Name, err)
+		return nil, nil, fmt.Errorf("manifest: pod %q: merging pod_security_context: %w", spec.Name, err)
 	}
 	csc := &corev1.SecurityContext{RunAsUser: cloneInt64(spec.UID), RunAsGroup: cloneInt64(spec.GID)}
 	if spec.Privileged {
@@ -194,70 +283,12 @@ func Pod(spec PodSpec) (*corev1.Pod, error) {
 	}
 	csc, err = mergeJSON(csc, spec.ContainerSecurityContext.DeepCopy())
 	if err != nil {
-		return nil, fmt.Errorf("manifest: pod %q: merging container_security_context: %w", spec.Name, err)
+		return nil, nil, fmt.Errorf("manifest: pod %q: merging container_security_context: %w", spec.Name, err)
 	}
 	if spec.RestrictedSecurity {
 		psc, csc = restrict(psc, csc)
 	}
-	if !isEmpty(psc) {
-		pod.Spec.SecurityContext = psc
-	}
-
-	container := corev1.Container{
-		Name:            ContainerName,
-		Image:           spec.Image,
-		Args:            slices.Clone(spec.Cmd),
-		WorkingDir:      spec.WorkingDir,
-		Ports:           []corev1.ContainerPort{{Name: PortName, ContainerPort: spec.Port}},
-		Env:             sortEnv(env),
-		ImagePullPolicy: spec.ImagePullPolicy,
-		Lifecycle:       spec.LifecycleHooks.DeepCopy(),
-		VolumeMounts:    mounts,
-		Resources: corev1.ResourceRequirements{
-			Requests: resourceList(spec.CPUGuarantee, spec.MemGuarantee, spec.ExtraResourceGuarantees),
-			Limits:   resourceList(spec.CPULimit, spec.MemLimit, spec.ExtraResourceLimits),
-		},
-	}
-	if !isEmptySecurityContext(csc) {
-		container.SecurityContext = csc
-	}
-
-	if spec.ServiceAccount != "" {
-		pod.Spec.ServiceAccountName = spec.ServiceAccount
-	}
-	switch {
-	case spec.AutomountServiceAccountToken != nil:
-		pod.Spec.AutomountServiceAccountToken = ptr.To(*spec.AutomountServiceAccountToken)
-	case spec.ServiceAccount == "":
-		pod.Spec.AutomountServiceAccountToken = ptr.To(false)
-	}
-
-	if errs := applyOverrides(&container, spec.ExtraContainerConfig, field.NewPath("extra_container_config")); len(errs) > 0 {
-		return nil, &ValidationError{Kind: "Pod", Name: spec.Name, Errs: errs}
-	}
-	pod.Spec.Containers = append([]corev1.Container{container}, deepCopyAll(spec.ExtraContainers)...)
-	pod.Spec.InitContainers = deepCopyAll(spec.InitContainers)
-	for i := range spec.Tolerations {
-		pod.Spec.Tolerations = append(pod.Spec.Tolerations, *spec.Tolerations[i].DeepCopy())
-	}
-	for i := range volumes {
-		pod.Spec.Volumes = append(pod.Spec.Volumes, *volumes[i].DeepCopy())
-	}
-	if spec.RestrictedSecurity {
-		for _, cs := range [][]corev1.Container{pod.Spec.Containers[1:], pod.Spec.InitContainers} {
-			for i := range cs {
-				_, cs[i].SecurityContext = restrict(nil, cs[i].SecurityContext)
-			}
-		}
-	}
-	pod.Spec.SchedulerName = spec.SchedulerName
-	pod.Spec.Affinity = affinity(&spec)
-	pod.Spec.PriorityClassName = spec.PriorityClassName
-
-	if errs := applyOverrides(&pod.Spec, spec.ExtraPodConfig, field.NewPath("extra_pod_config")); len(errs) > 0 {
-		return nil, &ValidationError{Kind: "Pod", Name: spec.Name, Errs: errs}
-	}
-	return pod, nil
+	return psc, csc, nil
 }
 
 func isEmptySecurityContext(c *corev1.SecurityContext) bool { return isEmpty(c) }
@@ -266,8 +297,29 @@ func isEmptySecurityContext(c *corev1.SecurityContext) bool { return isEmpty(c) 
 // is as good as none). The zero value, the usual case, is recognised
 // without the semantic comparison's reflection.
 func isEmpty[T any](v *T) bool {
-	if v == nil || reflect.ValueOf(v).Elem().IsZero() {
+	if v == nil {
 		return true
+	}
+	e := reflect.ValueOf(v).Elem()
+	if e.IsZero() {
+		return true
+	}
+	if e.Kind() == reflect.Struct {
+		// A set pointer, string, bool or number decides it at once,
+		// without the semantic comparison's deep recursion (a set
+		// runAsUser is the usual case).
+		for i := range e.NumField() {
+			switch f := e.Field(i); f.Kind() {
+			case reflect.Pointer:
+				if !f.IsNil() {
+					return false
+				}
+			case reflect.String, reflect.Bool, reflect.Int, reflect.Int32, reflect.Int64:
+				if !f.IsZero() {
+					return false
+				}
+			}
+		}
 	}
 	var zero T
 	return apiequality.Semantic.DeepEqual(*v, zero)
@@ -288,9 +340,15 @@ func sortEnv(env []corev1.EnvVar) []corev1.EnvVar {
 		v    corev1.EnvVar
 		deps []string
 	}
-	byName := map[string]*entry{}
+	// Sized maps live on the heap, not in this frame (see Pod).
+	byName := make(map[string]*entry, len(env))
 	for _, v := range env {
 		e := &entry{v: *v.DeepCopy()}
+		if !strings.Contains(v.Value, "$(") {
+			// No reference (most values): the regexp would find none.
+			byName[v.Name] = e
+			continue
+		}
 		for _, m := range envRef.FindAllStringSubmatch(v.Value, -1) {
 			if m[1] != v.Name && !slices.Contains(e.deps, m[1]) {
 				e.deps = append(e.deps, m[1])
@@ -305,7 +363,7 @@ func sortEnv(env []corev1.EnvVar) []corev1.EnvVar {
 	slices.SortFunc(pending, func(a, b *entry) int { return cmp.Compare(a.v.Name, b.v.Name) })
 
 	out := make([]corev1.EnvVar, 0, len(pending))
-	emitted := map[string]bool{}
+	emitted := make(map[string]bool, len(pending))
 	for len(pending) > 0 {
 		var next, rest []*entry
 		for _, e := range pending {

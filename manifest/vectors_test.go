@@ -303,7 +303,7 @@ func buildVector(c vectorCase) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return Pod(spec)
+		return Pod(&spec)
 	case "make_pvc":
 		spec, err := DecodePVCSpec(c.Kwargs)
 		if err != nil {

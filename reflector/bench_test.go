@@ -53,7 +53,7 @@ func realisticPod(b *testing.B, ns string) *corev1.Pod {
 		"JUPYTERHUB_SERVER_NAME", "JUPYTERHUB_SERVICE_PREFIX", "JUPYTERHUB_SERVICE_URL", "JUPYTERHUB_USER", "MEM_LIMIT", "CPU_LIMIT"} {
 		spec.Env = append(spec.Env, corev1.EnvVar{Name: name, Value: "http://hub.jhub.svc.cluster.local:8081/hub/api/" + name})
 	}
-	pod, err := manifest.Pod(spec)
+	pod, err := manifest.Pod(&spec)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -297,4 +297,26 @@ func BenchmarkHeapPerPod(b *testing.B) {
 	b.ReportMetric(without, "B/pod-raw")
 	b.ReportMetric(with, "B/pod-transformed")
 	b.ReportMetric(with/without, "transformed/raw")
+}
+
+// BenchmarkNewPod is the informer's transform of one decoded pod (a
+// realistic running server's) into the compact cached Pod: it runs on
+// every pod update the informer receives.
+func BenchmarkNewPod(b *testing.B) {
+	testcluster.Require(b, cluster)
+	ns, err := cluster.Client.CoreV1().Namespaces().Create(b.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "newpod-"}}, metav1.CreateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tmpl := realisticPod(b, ns.Name)
+	pods := make([]*corev1.Pod, 256)
+	for i := range pods {
+		pods[i] = clonePod(tmpl, i)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		_ = NewPod(pods[i%len(pods)])
+		i++
+	}
 }

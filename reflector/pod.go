@@ -1,8 +1,10 @@
 package reflector
 
 import (
+	"hash/maphash"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"unique"
 	"unsafe"
 
@@ -354,9 +356,34 @@ func statusesOf(cs []corev1.ContainerStatus) []ContainerStatus {
 
 // intern returns the canonical copy of s, so that the many pods that
 // carry the same string share one.
+//
+// unique.Make is the table (its entries go when nothing holds them any
+// more), but a lookup there is a hash-trie walk and a weak-pointer load,
+// a third of a transform's time, and the same few dozen strings (keys,
+// the namespace, phases, reasons) are interned on every pod update. So a
+// small direct-mapped cache of handles answers first: a hit is a hash
+// and a comparison. A slot holds a unique.Handle, which keeps its entry
+// (and so its canonical copy) alive: what the cache returns is always
+// what unique.Make would. Slots are atomic, since informers transform on
+// their own goroutines; the cache pins at most internSlots strings.
 func intern(s string) string {
 	if s == "" {
 		return ""
 	}
-	return unique.Make(s).Value()
+	slot := &internCache[maphash.String(internSeed, s)%internSlots]
+	if h := slot.Load(); h != nil {
+		if v := h.Value(); v == s {
+			return v
+		}
+	}
+	h := unique.Make(s)
+	slot.Store(&h)
+	return h.Value()
 }
+
+const internSlots = 1024
+
+var (
+	internSeed  = maphash.MakeSeed()
+	internCache [internSlots]atomic.Pointer[unique.Handle[string]]
+)

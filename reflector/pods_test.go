@@ -3,10 +3,12 @@ package reflector
 import (
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unique"
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
@@ -428,5 +430,43 @@ func TestNewPodInterning(t *testing.T) {
 	// An annotation that repeats a label shares the label's string.
 	if !same(pa.Annotations.Get("hub.jupyter.org/username"), pa.Labels.Get("hub.jupyter.org/username")) {
 		t.Error("the user annotation does not share the user label's string")
+	}
+}
+
+// TestInternCacheReturnsCanonicalStrings interns, from several goroutines
+// at once, four times more distinct strings than the cache has slots (so
+// slots collide and are overwritten), each many times: every answer must
+// equal its input and be the one canonical copy unique.Make keeps.
+func TestInternCacheReturnsCanonicalStrings(t *testing.T) {
+	words := make([]string, 4*internSlots)
+	for i := range words {
+		words[i] = strings.Repeat("k", i%7) + "label-" + strconv.Itoa(i)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for round := range 5 {
+				for i := range words {
+					w := words[(i*(g+1)+round)%len(words)]
+					// The handle keeps w's canonical copy while it is
+					// compared. The argument is a fresh copy each time:
+					// interning must not depend on its memory.
+					canon := unique.Make(w)
+					got := intern(strings.Clone(w))
+					if got != w {
+						t.Errorf("intern(%q) = %q", w, got)
+						return
+					}
+					if unsafe.StringData(got) != unsafe.StringData(canon.Value()) {
+						t.Errorf("intern(%q) is not the canonical copy", w)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if intern("") != "" {
+		t.Error(`intern("") is not ""`)
 	}
 }

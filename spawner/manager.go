@@ -369,7 +369,7 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	// The rendering is kept for the start, which then renders only if
 	// the names in use change meanwhile.
 	startID, st := newStartID(), probe.State()
-	objs, err := plan(ctx, s, &probe.b.cfg, probe.names, st, sopts, startID)
+	objs, err := plan(ctx, s, &probe.b.cfg, &probe.names, &st, &sopts, startID)
 	if err != nil {
 		return ServerStatus{}, false, &StartError{Server: s, Step: StepPlan, Reason: ReasonInvalid, Err: err}
 	}

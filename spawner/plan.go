@@ -135,44 +135,34 @@ func Plan(ctx context.Context, server naming.Server, cfg Config, opts StartOptio
 		return nil, fmt.Errorf("spawner: naming server %q of user %q: %w", server.Servername, server.Username, err)
 	}
 	st := State{PodName: names.Pod, Namespace: names.Namespace, DNSName: names.DNS}
-	return plan(ctx, server, &cfg, names, st, opts, "")
+	return plan(ctx, server, &cfg, &names, &st, &opts, "")
 }
 
 // Plan renders the objects a Start of this Spawner's server with opts
 // would create, with the names in use (State), without any API call.
 func (s *Spawner) Plan(ctx context.Context, opts StartOptions) (*Objects, error) {
-	return plan(ctx, s.server, &s.b.cfg, s.names, s.State(), opts, "")
+	st := s.State()
+	return plan(ctx, s.server, &s.b.cfg, &s.names, &st, &opts, "")
 }
 
 // plan renders a start's objects. base is the defaulted configuration,
 // names the server's names from today's templates (their fields feed the
 // templated options), st the names in use (a loaded State wins over
 // today's templates), and startID marks what this start creates.
-func plan(ctx context.Context, server naming.Server, base *Config, names naming.Names, st State, opts StartOptions, startID string) (*Objects, error) {
-	initCfg, err := atInit(base, names.Fields)
+//
+// The arguments are pointers, read and never changed, and the result is
+// built in place: these structs are a kilobyte together, and copies of
+// them would deepen every start's goroutine stack.
+func plan(ctx context.Context, server naming.Server, base *Config, namesIn *naming.Names, stIn *State, opts *StartOptions, startID string) (*Objects, error) {
+	o := &Objects{State: *stIn, Names: *namesIn}
+	st, names := &o.State, &o.Names
+	cfg, err := atInit(base, &names.Fields)
 	if err != nil {
 		return nil, fmt.Errorf("spawner: server %q of user %q: %w", server.Servername, server.Username, err)
 	}
-	cfg, err := initCfg.Resolve(ctx, opts.UserOptions)
-	if err != nil {
-		return nil, err
-	}
 	if len(base.ProfileList) > 0 || base.ProfileListFunc != nil {
-		if cfg.Port == 0 {
-			// KubeSpawner turns port 0 into 8888 at init only: a
-			// profile's 0 reaches the pod as containerPort 0.
-			return nil, &ConfigError{Errs: field.ErrorList{field.Invalid(field.NewPath("port"), 0,
-				fmt.Sprintf("the profile chosen by user options %v sets port 0, which KubeSpawner sends as containerPort 0 and the API server rejects; set a port from 1 to 65535", opts.UserOptions))}}
-		}
-		// Resolve rebuilt cfg from the options' JSON: restore what only
-		// Go can carry, and the defaults.
-		cfg.UIDFunc, cfg.GIDFunc, cfg.FSGIDFunc, cfg.SupplementalGIDsFunc = base.UIDFunc, base.GIDFunc, base.FSGIDFunc, base.SupplementalGIDsFunc
-		if cfg.Namespace == "" {
-			cfg.Namespace = base.Namespace
-		}
-		cfg = cfg.withDefaults()
-		if err := cfg.validate(); err != nil {
-			return nil, fmt.Errorf("spawner: with user options %v: %w", opts.UserOptions, err)
+		if cfg, err = withProfile(ctx, base, cfg, opts); err != nil {
+			return nil, err
 		}
 		if cfg.Namespace != base.Namespace {
 			// A profile's namespace: KubeSpawner creates the objects
@@ -180,6 +170,8 @@ func plan(ctx context.Context, server naming.Server, base *Config, names naming.
 			// init.
 			st.Namespace, names.Namespace = cfg.Namespace, cfg.Namespace
 		}
+	} else if err := noProfileList(opts.UserOptions); err != nil {
+		return nil, err
 	}
 	syntax := naming.KubeSpawner
 	if cfg.TemplateSyntax == "go" {
@@ -191,7 +183,7 @@ func plan(ctx context.Context, server naming.Server, base *Config, names naming.
 		// is what {pvc_name} names, as KubeSpawner's self.pvc_name.
 		fields.PVCName = st.PVCName
 	}
-	r, err := render(&cfg, fields, syntax)
+	r, err := render(cfg, fields, syntax)
 	if err != nil {
 		return nil, fmt.Errorf("spawner: server %q of user %q: %w", server.Servername, server.Username, err)
 	}
@@ -209,7 +201,7 @@ func plan(ctx context.Context, server naming.Server, base *Config, names naming.
 	if cfg.StoragePVCEnsure && st.PVCName == "" {
 		st.PVCName = names.PVC
 	}
-	o := &Objects{Config: cfg, State: st, Names: names}
+	o.Config = *cfg
 
 	// Labels and annotations per object, as KubeSpawner 7.1 makes them,
 	// plus spawnkit's managed-by label (orphan finds objects by it) and
@@ -244,7 +236,7 @@ func plan(ctx context.Context, server naming.Server, base *Config, names naming.
 		}
 		o.PVC.Namespace = st.Namespace
 	}
-	if o.Pod, o.Env, err = buildPod(&cfg, server, r, st, opts); err != nil {
+	if o.Pod, o.Env, err = buildPod(cfg, server, r, st, opts); err != nil {
 		return nil, err
 	}
 	if opts.SSL != nil {
@@ -269,11 +261,44 @@ func plan(ctx context.Context, server naming.Server, base *Config, names naming.
 	return o, nil
 }
 
+// withProfile is initCfg with the profile and options opts.UserOptions
+// choose applied, defaulted and validated.
+//
+// It is a function of its own, and configurations travel by pointer,
+// because a Config is 1.5 KB: the copies Resolve and LoadConfig make
+// would otherwise sit in plan's stack frame, and every start's goroutine
+// would grow its stack to 32 KB for them (GC scans and copies stacks), with or
+// without profiles.
+func withProfile(ctx context.Context, base, initCfg *Config, opts *StartOptions) (*Config, error) {
+	resolved, err := initCfg.Resolve(ctx, opts.UserOptions)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &resolved
+	if cfg.Port == 0 {
+		// KubeSpawner turns port 0 into 8888 at init only: a
+		// profile's 0 reaches the pod as containerPort 0.
+		return nil, &ConfigError{Errs: field.ErrorList{field.Invalid(field.NewPath("port"), 0,
+			fmt.Sprintf("the profile chosen by user options %v sets port 0, which KubeSpawner sends as containerPort 0 and the API server rejects; set a port from 1 to 65535", opts.UserOptions))}}
+	}
+	// Resolve rebuilt cfg from the options' JSON: restore what only
+	// Go can carry, and the defaults.
+	cfg.UIDFunc, cfg.GIDFunc, cfg.FSGIDFunc, cfg.SupplementalGIDsFunc = base.UIDFunc, base.GIDFunc, base.FSGIDFunc, base.SupplementalGIDsFunc
+	if cfg.Namespace == "" {
+		cfg.Namespace = base.Namespace
+	}
+	*cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("spawner: with user options %v: %w", opts.UserOptions, err)
+	}
+	return cfg, nil
+}
+
 // atInit is base as KubeSpawner's __init__ leaves it, before any
 // profile applies: port 0 is 8888 and working_dir is expanded. A
 // profile's port or working_dir, applied later, is used as it is, and
 // its name templates and namespace come too late to change the names.
-func atInit(base *Config, fields naming.Fields) (*Config, error) {
+func atInit(base *Config, fields *naming.Fields) (*Config, error) {
 	c := *base
 	if c.Port == 0 {
 		c.Port = 8888
@@ -287,7 +312,7 @@ func atInit(base *Config, fields naming.Fields) (*Config, error) {
 		if c.TemplateSyntax == "go" {
 			syntax = naming.Go
 		}
-		wd, err := expandString(c.Pod.WorkingDir, fields, syntax)
+		wd, err := expandString(c.Pod.WorkingDir, *fields, syntax)
 		if err != nil {
 			return nil, fmt.Errorf("working_dir: %w", err)
 		}
@@ -492,7 +517,7 @@ func (c *Config) environmentEntries() []EnvEntry {
 // environment (JupyterHub's base class); JUPYTER_IMAGE_SPEC and
 // JUPYTER_IMAGE; then the expanded environment. A variable set again
 // keeps its place, as in a Python dict.
-func serverEnv(cfg *Config, r *rendered, opts StartOptions) envDict {
+func serverEnv(cfg *Config, r *rendered, opts *StartOptions) envDict {
 	var d envDict
 	for _, e := range opts.Env {
 		if e.ValueFrom != nil {
@@ -568,8 +593,11 @@ func envVars(d envDict) ([]corev1.EnvVar, error) {
 	return out, nil
 }
 
-func buildPod(cfg *Config, server naming.Server, r *rendered, st State, opts StartOptions) (*corev1.Pod, []EnvEntry, error) {
-	spec := cfg.Pod
+func buildPod(cfg *Config, server naming.Server, r *rendered, st *State, opts *StartOptions) (*corev1.Pod, []EnvEntry, error) {
+	// On the heap: a PodSpec on the stack would deepen every start's
+	// goroutine stack by a kilobyte.
+	spec := new(manifest.PodSpec)
+	*spec = cfg.Pod
 	spec.Name = st.PodName
 	for _, f := range []struct {
 		fn     func(naming.Server) *int64
@@ -645,7 +673,7 @@ func withManagedBy(l map[string]string) map[string]string {
 // commonAnnotations are KubeSpawner's _build_common_annotations without
 // the names (ownerAnnotations adds them): the hub's version when given,
 // then the configured extra annotations.
-func commonAnnotations(opts StartOptions, extra map[string]string) map[string]string {
+func commonAnnotations(opts *StartOptions, extra map[string]string) map[string]string {
 	a := map[string]string{}
 	if opts.HubVersion != "" {
 		a[AnnotationJupyterHubVersion] = opts.HubVersion

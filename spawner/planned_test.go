@@ -31,7 +31,7 @@ func TestStartUsesTheRenderingDoneAhead(t *testing.T) {
 			s := newSpawner(t, srv, baseConfig(ns))
 			defer s.Stop(ctx, StopOptions{Now: true})
 			st := s.State()
-			objs, err := plan(ctx, srv, &s.b.cfg, s.names, st, StartOptions{}, "feedc0ffee000001")
+			objs, err := plan(ctx, srv, &s.b.cfg, &s.names, &st, &StartOptions{}, "feedc0ffee000001")
 			if err != nil {
 				t.Fatal(err)
 			}

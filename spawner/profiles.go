@@ -208,8 +208,8 @@ func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Con
 		}
 	}
 	if len(profiles) == 0 {
-		if userOptions["profile"] != "" {
-			return Config{}, &ProfileError{Profile: userOptions["profile"], Msg: fmt.Sprintf("profile %q requested, but no profile_list is configured", userOptions["profile"])}
+		if err := noProfileList(userOptions); err != nil {
+			return Config{}, err
 		}
 		return c, nil
 	}
@@ -304,6 +304,15 @@ func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Con
 		return Config{}, fmt.Errorf("spawner: profile %q with user options: %w", profile.Slug, err)
 	}
 	return out, nil
+}
+
+// noProfileList is the error of user options that ask for a profile
+// where none is configured.
+func noProfileList(userOptions map[string]string) error {
+	if p := userOptions["profile"]; p != "" {
+		return &ProfileError{Profile: p, Msg: fmt.Sprintf("profile %q requested, but no profile_list is configured", p)}
+	}
+	return nil
 }
 
 // initializeProfiles fills slugs and defaults as KubeSpawner does.

@@ -120,33 +120,23 @@ func newStartID() string {
 
 func (s *Spawner) start(ctx context.Context, opts StartOptions, em *emitter) (string, error) {
 	run := &startRun{}
+	em.note(0, "Preparing the server's objects")
+	o, step, err := s.objectsFor(ctx, run, &opts, em)
+	if err != nil {
+		reason := ""
+		if step == StepPlan {
+			reason = ReasonInvalid
+		}
+		return "", s.failStart(ctx, run, step, reason, err)
+	}
+	return s.createAndWait(ctx, run, o, em)
+}
+
+// createAndWait creates a start's rendered objects o and waits for its
+// pod to be ready.
+func (s *Spawner) createAndWait(ctx context.Context, run *startRun, o *Objects, em *emitter) (string, error) {
 	fail := func(step Step, reason string, err error) error {
 		return s.failStart(ctx, run, step, reason, err)
-	}
-	em.note(0, "Preparing the server's objects")
-	var o *Objects
-	if p := opts.planned; p != nil && p.server == s.server && p.names == namesOf(s.State()) {
-		o, run.startID = p.objects, p.startID
-	} else {
-		run.startID = newStartID()
-		var err error
-		if o, err = plan(ctx, s.server, &s.b.cfg, s.names, s.State(), opts, run.startID); err != nil {
-			return "", fail(StepPlan, ReasonInvalid, err)
-		}
-	}
-	if o.PVC != nil && s.State().PVCName == "" {
-		legacy, err := s.legacyPVC(ctx, &o.Config, o.PVC)
-		if err != nil {
-			return "", fail(StepPVC, "", err)
-		}
-		if legacy != "" {
-			em.note(0, "Using the claim "+legacy+" of an earlier KubeSpawner (handle_legacy_names)")
-			st := s.State()
-			st.PVCName = legacy
-			if o, err = plan(ctx, s.server, &s.b.cfg, s.names, st, opts, run.startID); err != nil {
-				return "", fail(StepPlan, ReasonInvalid, err)
-			}
-		}
 	}
 	cfg := &o.Config
 	run.ns, run.name = o.State.Namespace, o.State.PodName
@@ -216,6 +206,44 @@ func (s *Spawner) start(ctx context.Context, opts StartOptions, em *emitter) (st
 		return "", fail(StepWait, reason, err)
 	}
 	return s.finishReady(ready), nil
+}
+
+// objectsFor renders a start's objects (or takes the Manager's rendering)
+// and sets run.startID; with storage, a claim of an earlier KubeSpawner
+// found by handle_legacy_names replaces the planned one. On failure it
+// returns the step that failed.
+//
+// It is a function of its own so that the rendering's stack frames
+// are gone before the start's API calls: a start's goroutine waits for
+// most of its life with a stack as deep as start's own frame plus
+// client-go's, and every GC scans it.
+func (s *Spawner) objectsFor(ctx context.Context, run *startRun, opts *StartOptions, em *emitter) (*Objects, Step, error) {
+	st := s.State()
+	if p := opts.planned; p != nil && p.server == s.server && p.names == namesOf(st) {
+		run.startID = p.startID
+		return p.objects, "", nil
+	}
+	run.startID = newStartID()
+	o, err := plan(ctx, s.server, &s.b.cfg, &s.names, &st, opts, run.startID)
+	if err != nil {
+		return nil, StepPlan, err
+	}
+	if o.PVC == nil || st.PVCName != "" {
+		return o, "", nil
+	}
+	legacy, err := s.legacyPVC(ctx, &o.Config, o.PVC)
+	if err != nil {
+		return nil, StepPVC, err
+	}
+	if legacy == "" {
+		return o, "", nil
+	}
+	em.note(0, "Using the claim "+legacy+" of an earlier KubeSpawner (handle_legacy_names)")
+	st.PVCName = legacy
+	if o, err = plan(ctx, s.server, &s.b.cfg, &s.names, &st, opts, run.startID); err != nil {
+		return nil, StepPlan, err
+	}
+	return o, "", nil
 }
 
 // finishReady records and returns the URL of a ready pod.
@@ -452,8 +480,7 @@ func (s *Spawner) resume(ctx context.Context, em *emitter) (string, error) {
 		s.LoadState(rec)
 	}
 	em.note(0, "Following the start of pod "+st.Namespace+"/"+st.PodName)
-	cfg := s.b.cfg
-	ready, reason, err := s.waitReady(ctx, &cfg, pods, events, sub, pod.Namespace, pod.Name, pod.UID, em)
+	ready, reason, err := s.waitReady(ctx, &s.b.cfg, pods, events, sub, pod.Namespace, pod.Name, pod.UID, em)
 	if err != nil {
 		return "", fail(StepWait, reason, err)
 	}

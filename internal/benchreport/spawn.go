@@ -13,9 +13,11 @@ import (
 	"os/exec"
 	goruntime "runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -94,9 +96,10 @@ func measureSpawns(ctx context.Context, env *Env, repeats int, api string) ([]Me
 				perVerb := perSpawn(nil, res.Calls, n)
 				calls = append(calls, runDetail{Repeat: r + 1, Side: side, CallsPerSpawn: perVerb})
 				timings = append(timings, runDetail{Repeat: r + 1, Side: side, Phases: &res.Phases, Memory: &res.Memory})
-				fmt.Fprintf(os.Stderr, "%s n=%d repeat %d: %-8s %s (%.1f/s), %.2f requests/spawn, %.2f CPU ms/spawn, %.0f KB and %.0f objects allocated/spawn, %d GC cycles; %s\n",
+				fmt.Fprintf(os.Stderr, "%s n=%d repeat %d: %-8s %s (%.1f/s), %.2f requests/spawn, %.2f CPU ms/spawn, %.0f KB and %.0f objects allocated/spawn, %d GC cycles, live heap at start %.0f MB, peak stacks %.1f MB, peak heap %.0f MB; %s\n",
 					api, n, r+1, side, res.Elapsed.Round(time.Millisecond), float64(n)/res.Elapsed.Seconds(),
-					total(perVerb), msPer(res.CPU, n), res.Memory.AllocKBPerSpawn, res.Memory.ObjectsPerSpawn, res.Memory.GCCycles, res.Phases)
+					total(perVerb), msPer(res.CPU, n), res.Memory.AllocKBPerSpawn, res.Memory.ObjectsPerSpawn, res.Memory.GCCycles,
+					res.Memory.LiveKBAtStart/1024, res.Memory.PeakStackKB/1024, res.Memory.PeakHeapKB/1024, res.Phases)
 			}
 			sk, okSk := results["spawnkit"]
 			raw, okRaw := results["raw"]
@@ -161,6 +164,13 @@ type memory struct {
 	AllocKBPerSpawn float64 `json:"alloc_kb_per_spawn"`
 	ObjectsPerSpawn float64 `json:"objects_per_spawn"`
 	GoroutinesAtEnd int     `json:"goroutines_at_end"`
+	// LiveKBAtStart is the heap in use when the clock started (just
+	// after a GC: the side's live data); PeakStackKB and PeakHeapKB the
+	// most goroutine stacks and heap objects in use, sampled every 100 ms.
+	// GC marking costs grow with both.
+	LiveKBAtStart float64 `json:"live_kb_at_start"`
+	PeakStackKB   float64 `json:"peak_stack_kb"`
+	PeakHeapKB    float64 `json:"peak_heap_kb"`
 }
 
 // phases say when, from the start of the clock, the pod creates were
@@ -316,6 +326,7 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 	}
 	var mu sync.Mutex // guards readyAt
 	var readyAt []time.Duration
+	peaks, stopPeaks := samplePeaks()
 	begin := time.Now()
 	spawnErr := spawns(ctx, func() {
 		d := time.Since(begin)
@@ -324,6 +335,7 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 		mu.Unlock()
 	})
 	elapsed := time.Since(begin)
+	stopPeaks()
 	cpu1, err := cpuTime()
 	if err != nil {
 		return err
@@ -342,6 +354,9 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 		AllocKBPerSpawn: float64(mem1.TotalAlloc-mem0.TotalAlloc) / 1024 / float64(spec.N),
 		ObjectsPerSpawn: float64(mem1.Mallocs-mem0.Mallocs) / float64(spec.N),
 		GoroutinesAtEnd: goroutines,
+		LiveKBAtStart:   float64(mem0.HeapAlloc) / 1024,
+		PeakStackKB:     float64(peaks.stack.Load()) / 1024,
+		PeakHeapKB:      float64(peaks.heap.Load()) / 1024,
 	}}
 	res.Phases.CreatedP50, res.Phases.CreatedMax = p50max(counter.createdSince(begin))
 	mu.Lock()
@@ -356,6 +371,40 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 		}
 	}
 	return json.NewEncoder(out).Encode(res)
+}
+
+// peaks are the most stack and heap object bytes seen in use.
+type peaks struct{ stack, heap atomic.Uint64 }
+
+// samplePeaks samples runtime/metrics every 100 ms (reading them stops
+// no world) until stop, which waits for the sampler to end.
+func samplePeaks() (*peaks, func()) {
+	p := &peaks{}
+	samples := []metrics.Sample{{Name: "/memory/classes/heap/stacks:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() {
+		metrics.Read(samples)
+		if v := samples[0].Value.Uint64(); v > p.stack.Load() {
+			p.stack.Store(v)
+		}
+		if v := samples[1].Value.Uint64(); v > p.heap.Load() {
+			p.heap.Store(v)
+		}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			read()
+			select {
+			case <-t.C:
+			case <-done:
+				return
+			}
+		}
+	})
+	return p, func() { close(done); wg.Wait(); read() }
 }
 
 // serverReady returns when, after begin, the namespace's pods turned
@@ -455,6 +504,12 @@ func prepareRaw(ctx context.Context, client kubernetes.Interface, spec spawnRun)
 			if err := rawCreate(ctx, client, ns, pod); err != nil {
 				return fmt.Errorf("creating pod %s: %w", pod.Name, err)
 			}
+			// A created pod is garbage, as a hub's would be (spawnkit's
+			// rendering is too): keeping all of them referenced would
+			// hold the raw side's heap at its peak through the run and
+			// spare it the runtime's work of returning memory as the
+			// heap shrinks, which spawnkit's side pays.
+			pods[i] = nil
 			select {
 			case <-ready[pod.Name]:
 				readyFn()
