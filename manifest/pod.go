@@ -293,10 +293,13 @@ func securityContexts(spec *PodSpec) (*corev1.PodSecurityContext, *corev1.Securi
 
 func isEmptySecurityContext(c *corev1.SecurityContext) bool { return isEmpty(c) }
 
-// isEmpty reports whether *v is nil or semantically empty (an empty slice
-// is as good as none). The zero value, the usual case, is recognised
-// without the semantic comparison's reflection.
-func isEmpty[T any](v *T) bool {
+// isEmpty reports whether the security context *v is nil or semantically
+// empty (an empty slice is as good as none). The zero value, the usual
+// case, is recognised without the semantic comparison's reflection, and
+// so is a set pointer or scalar field. The shortcut holds for these types
+// only: a type with an equality of its own in apiequality.Semantic (a
+// resource.Quantity) can have set fields and still equal its zero value.
+func isEmpty[T corev1.PodSecurityContext | corev1.SecurityContext](v *T) bool {
 	if v == nil {
 		return true
 	}

@@ -25,24 +25,41 @@ func (s *Spawner) call(ctx context.Context, op func(ctx context.Context) error) 
 	cfg := &s.b.cfg
 	base := cfg.K8sAPIRequestTimeout.Duration()
 	timeout := base
-	return retry.Do(ctx, retry.Options{
-		MaxElapsed: cfg.K8sAPIRequestRetryTimeout.Duration(),
-		Retryable:  retryable,
-	}, func(ctx context.Context) error {
+	attempt := func(ctx context.Context) error {
 		reqCtx, cancel := s.b.requestContext(ctx, timeout)
 		defer cancel()
 		err := op(reqCtx)
 		if err != nil && ctx.Err() == nil && errors.Is(context.Cause(reqCtx), context.DeadlineExceeded) {
-			err = fmt.Errorf("%w after %s (k8s_api_request_timeout): %w", errRequestTimeout, timeout, err)
-			// A server too slow for one try is as slow for the next: a
-			// fixed timeout would fail every try of a create that takes
-			// 3.5 s on an overloaded API server. So the timeout doubles
-			// after each try that ran out of it, up to maxTimeoutGrowth
-			// times k8s_api_request_timeout.
-			timeout = min(2*timeout, maxTimeoutGrowth*base)
+			err = timedOut(&timeout, base, err)
 		}
 		return err
-	})
+	}
+	// The first try is made here, not in retry.Do: every request of a
+	// start goes through call, and the create's encoding is the deepest
+	// path of a start's goroutine, whose stack keeps that size while
+	// the start waits. retry.DoAfter continues exactly as Do would.
+	start := time.Now()
+	if err := attempt(ctx); err != nil {
+		return retry.DoAfter(ctx, retry.Options{
+			MaxElapsed: cfg.K8sAPIRequestRetryTimeout.Duration(),
+			Retryable:  retryable,
+		}, attempt, start, err)
+	}
+	return nil
+}
+
+// timedOut is the error of a try that ran out of *timeout, which it
+// doubles for the next try: a server too slow for one try is as slow for
+// the next, and a fixed timeout would fail every try of a create that
+// takes 3.5 s on an overloaded API server. The timeout grows up to
+// maxTimeoutGrowth times k8s_api_request_timeout (base).
+//
+// A function of its own, so that its formatting's frame is not under
+// every request's.
+func timedOut(timeout *time.Duration, base time.Duration, err error) error {
+	err = fmt.Errorf("%w after %s (k8s_api_request_timeout): %w", errRequestTimeout, *timeout, err)
+	*timeout = min(2**timeout, maxTimeoutGrowth*base)
+	return err
 }
 
 // maxTimeoutGrowth caps how far call lets the per-request timeout grow.

@@ -110,9 +110,13 @@ func TestPVCHandleLegacyNames(t *testing.T) {
 		name   string
 		handle *bool
 		legacy bool
+		// planned starts with the rendering done ahead, as
+		// Manager.Spawn does: the old claim must be found all the same.
+		planned bool
 	}{
-		{"default", nil, true},
-		{"disabled", new(bool), false},
+		{"default", nil, true, false},
+		{"disabled", new(bool), false, false},
+		{"rendered ahead by the Manager", nil, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNamespace(t)
@@ -133,7 +137,16 @@ func TestPVCHandleLegacyNames(t *testing.T) {
 			if _, err := cluster.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &claim, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Start(ctx, hubStart()); err != nil {
+			opts := hubStart()
+			if tc.planned {
+				st := s.State()
+				objs, err := plan(ctx, srv, &s.b.cfg, &s.names, &st, &opts, "feedc0ffee000002")
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts.planned = &planned{objects: objs, startID: "feedc0ffee000002", server: srv, names: namesOf(st)}
+			}
+			if _, err := s.Start(ctx, opts); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = s.Stop(t.Context(), StopOptions{Now: true}) })

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/internal/retry"
@@ -180,32 +181,43 @@ func (s *Spawner) createPod(ctx context.Context, run *startRun, pods *reflector.
 			created = p
 			return nil
 		}
-		if !apierrors.IsAlreadyExists(err) {
-			if retryable(err) || ctx.Err() != nil {
-				run.createUncertain = true
-			}
-			return err
-		}
-		existing, err := api.Get(ctx, pod.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return errReplaced // gone in between: try again
-		}
-		if err != nil {
-			return err
-		}
-		if err := s.checkOwner("Pod", existing, true); err != nil {
-			return retry.Permanent(err)
-		}
-		if existing.Annotations[StartIDAnnotation] == run.startID {
-			created = existing
-			return nil
-		}
-		if err := s.deletePod(ctx, pods, sub, existing.Namespace, existing.Name, 0, existing.UID); err != nil {
-			return fmt.Errorf("%w; deleting it: %w", errReplaced, err)
-		}
-		return errReplaced
+		// Apart, so that its frame is not under the create's (see
+		// createAndWait).
+		created, err = s.podCreateFailed(ctx, run, api, pods, sub, pod, err)
+		return err
 	})
 	return created, err
+}
+
+// podCreateFailed handles a failed create of pod: an AlreadyExists pod
+// of this start (a create that landed although the client gave up) is
+// the created one; one of an earlier start of this server is deleted and
+// the create tried again (errReplaced); another server's is a collision.
+func (s *Spawner) podCreateFailed(ctx context.Context, run *startRun, api typedcorev1.PodInterface, pods *reflector.Pods,
+	sub *reflector.Subscription, pod *corev1.Pod, err error) (*corev1.Pod, error) {
+	if !apierrors.IsAlreadyExists(err) {
+		if retryable(err) || ctx.Err() != nil {
+			run.createUncertain = true
+		}
+		return nil, err
+	}
+	existing, err := api.Get(ctx, pod.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, errReplaced // gone in between: try again
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkOwner("Pod", existing, true); err != nil {
+		return nil, retry.Permanent(err)
+	}
+	if existing.Annotations[StartIDAnnotation] == run.startID {
+		return existing, nil
+	}
+	if err := s.deletePod(ctx, pods, sub, existing.Namespace, existing.Name, 0, existing.UID); err != nil {
+		return nil, fmt.Errorf("%w; deleting it: %w", errReplaced, err)
+	}
+	return nil, errReplaced
 }
 
 // ensureOwned creates the internal-SSL secret or the service, owned by the

@@ -394,11 +394,17 @@ func render(cfg *Config, fields naming.Fields, syntax naming.Syntax) (*rendered,
 	r.initContainers, r.extraContainers = cfg.Pod.InitContainers, cfg.Pod.ExtraContainers
 	for _, t := range []struct {
 		key    string
+		n      int
 		target any
 	}{
-		{"volumes", &r.volumes}, {"volume_mounts", &r.mounts},
-		{"init_containers", &r.initContainers}, {"extra_containers", &r.extraContainers},
+		{"volumes", len(r.volumes), &r.volumes}, {"volume_mounts", len(r.mounts), &r.mounts},
+		{"init_containers", len(r.initContainers), &r.initContainers}, {"extra_containers", len(r.extraContainers), &r.extraContainers},
 	} {
+		if t.n == 0 {
+			// Nothing to expand: the round trip through JSON (four
+			// reflective encodings a list) would return no elements.
+			continue
+		}
 		if err := expandTyped(t.target, fields, syntax); err != nil {
 			return nil, fmt.Errorf("%s: %w", t.key, err)
 		}

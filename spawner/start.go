@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/spawnkit/spawnkit/reflector"
@@ -44,7 +45,7 @@ func (s *Spawner) Start(ctx context.Context, opts StartOptions) (string, error) 
 	}
 	defer s.release()
 	em := newEmitter(opts.OnProgress, s.b.clock)
-	url, err := s.start(ctx, opts, em)
+	url, err := s.start(ctx, &opts, em)
 	em.finish(url, err)
 	return url, err
 }
@@ -118,10 +119,10 @@ func newStartID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (s *Spawner) start(ctx context.Context, opts StartOptions, em *emitter) (string, error) {
+func (s *Spawner) start(ctx context.Context, opts *StartOptions, em *emitter) (string, error) {
 	run := &startRun{}
 	em.note(0, "Preparing the server's objects")
-	o, step, err := s.objectsFor(ctx, run, &opts, em)
+	o, step, err := s.objectsFor(ctx, run, opts, em)
 	if err != nil {
 		reason := ""
 		if step == StepPlan {
@@ -134,51 +135,79 @@ func (s *Spawner) start(ctx context.Context, opts StartOptions, em *emitter) (st
 
 // createAndWait creates a start's rendered objects o and waits for its
 // pod to be ready.
+//
+// Its own frame is small, and the steps before and after the pod's
+// create are functions of their own: the create (client-go encoding
+// the pod) is the deepest path of a start's goroutine, whose stack stays
+// as large as that path needed while the start waits.
 func (s *Spawner) createAndWait(ctx context.Context, run *startRun, o *Objects, em *emitter) (string, error) {
-	fail := func(step Step, reason string, err error) error {
-		return s.failStart(ctx, run, step, reason, err)
+	h, step, reason, err := s.beforePod(ctx, run, o, em)
+	if h.sub != nil {
+		defer h.sub.Close()
 	}
-	cfg := &o.Config
-	run.ns, run.name = o.State.Namespace, o.State.PodName
-	pods, err := s.podsHandle(ctx, run.ns)
 	if err != nil {
-		return "", fail(StepWatch, "", err)
+		return "", s.failStart(ctx, run, step, reason, err)
+	}
+	created, err := s.createPod(ctx, run, h.pods, h.sub, o.Pod)
+	if err != nil {
+		return "", s.failStart(ctx, run, StepPod, collisionReason(err), err)
+	}
+	return s.afterPod(ctx, run, o, h, created, em)
+}
+
+// startHandles are the informer handles and the subscription a start
+// holds from before its create to its end.
+type startHandles struct {
+	pods   *reflector.Pods
+	events *reflector.Events
+	sub    *reflector.Subscription
+}
+
+// beforePod takes the informers and subscribes to the pod, then makes
+// the user namespace and the claim and runs ModifyPod on o.Pod. On
+// failure it returns the step and reason; h.sub, when set, is the
+// caller's to close.
+func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *Objects, em *emitter) (h startHandles, step Step, reason string, err error) {
+	run.ns, run.name = o.State.Namespace, o.State.PodName
+	if h.pods, err = s.podsHandle(ctx, run.ns); err != nil {
+		return h, StepWatch, "", err
 	}
 	// Events feed only the progress: a start nobody follows does not
 	// hold the event informer.
-	var events *reflector.Events
-	if boolOr(cfg.EventsEnabled, true) && em.fn != nil {
-		if events, err = s.eventsHandle(ctx, run.ns); err != nil {
-			return "", fail(StepWatch, "", err)
+	if boolOr(o.Config.EventsEnabled, true) && em.fn != nil {
+		if h.events, err = s.eventsHandle(ctx, run.ns); err != nil {
+			return h, StepWatch, "", err
 		}
 	}
-	sub := s.b.registry.Subscribe(run.ns, run.name)
-	defer sub.Close()
-
+	h.sub = s.b.registry.Subscribe(run.ns, run.name)
 	if o.Namespace != nil {
 		if err := s.ensureNamespace(ctx, o.Namespace); err != nil {
-			return "", fail(StepNamespace, "", err)
+			return h, StepNamespace, "", err
 		}
 	}
 	if o.PVC != nil {
 		em.note(0, "Ensuring the storage claim "+o.PVC.Name)
 		if err := s.ensurePVC(ctx, run, o.PVC); err != nil {
-			return "", fail(StepPVC, collisionReason(err), err)
+			return h, StepPVC, collisionReason(err), err
 		}
 		s.mu.Lock()
 		s.state.PVCName = o.PVC.Name
 		s.mu.Unlock()
 	}
-	pod := o.Pod
 	if s.b.hooks.ModifyPod != nil {
-		if err := s.b.hooks.ModifyPod(ctx, s, pod); err != nil {
-			return "", fail(StepHook, "", fmt.Errorf("ModifyPod: %w", err))
+		if err := s.b.hooks.ModifyPod(ctx, s, o.Pod); err != nil {
+			return h, StepHook, "", fmt.Errorf("ModifyPod: %w", err)
 		}
 	}
 	em.note(0, "Creating pod "+run.ns+"/"+run.name)
-	created, err := s.createPod(ctx, run, pods, sub, pod)
-	if err != nil {
-		return "", fail(StepPod, collisionReason(err), err)
+	return h, "", "", nil
+}
+
+// afterPod records the created pod, makes the secret and the service it
+// owns, runs AfterPodCreated and waits for the pod to be ready.
+func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *Objects, h startHandles, created *corev1.Pod, em *emitter) (string, error) {
+	fail := func(step Step, reason string, err error) error {
+		return s.failStart(ctx, run, step, reason, err)
 	}
 	run.pod = created.UID
 	s.mu.Lock()
@@ -201,7 +230,7 @@ func (s *Spawner) createAndWait(ctx context.Context, run *startRun, o *Objects, 
 			return "", fail(StepHook, "", fmt.Errorf("AfterPodCreated: %w", err))
 		}
 	}
-	ready, reason, err := s.waitReady(ctx, cfg, pods, events, sub, created.Namespace, created.Name, created.UID, em)
+	ready, reason, err := s.waitReady(ctx, &o.Config, h.pods, h.events, h.sub, created.Namespace, created.Name, created.UID, em)
 	if err != nil {
 		return "", fail(StepWait, reason, err)
 	}
@@ -219,15 +248,17 @@ func (s *Spawner) createAndWait(ctx context.Context, run *startRun, o *Objects, 
 // client-go's, and every GC scans it.
 func (s *Spawner) objectsFor(ctx context.Context, run *startRun, opts *StartOptions, em *emitter) (*Objects, Step, error) {
 	st := s.State()
+	var o *Objects
 	if p := opts.planned; p != nil && p.server == s.server && p.names == namesOf(st) {
-		run.startID = p.startID
-		return p.objects, "", nil
+		o, run.startID = p.objects, p.startID
+	} else {
+		run.startID = newStartID()
+		var err error
+		if o, err = plan(ctx, s.server, &s.b.cfg, &s.names, &st, opts, run.startID); err != nil {
+			return nil, StepPlan, err
+		}
 	}
-	run.startID = newStartID()
-	o, err := plan(ctx, s.server, &s.b.cfg, &s.names, &st, opts, run.startID)
-	if err != nil {
-		return nil, StepPlan, err
-	}
+	// The Manager's rendering too: it cannot know of an old claim.
 	if o.PVC == nil || st.PVCName != "" {
 		return o, "", nil
 	}

@@ -82,3 +82,65 @@ func TestRequiresMaxElapsed(t *testing.T) {
 		t.Fatal("Do without MaxElapsed ran")
 	}
 }
+
+func TestContextEndsDuringTheWait(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	calls := 0
+	time.AfterFunc(20*time.Millisecond, cancel)
+	start := time.Now()
+	err := Do(ctx, Options{Initial: 10 * time.Second, Max: 10 * time.Second, MaxElapsed: time.Minute}, func(context.Context) error {
+		calls++
+		return errFlaky
+	})
+	if !errors.Is(err, context.Canceled) || calls != 1 {
+		t.Fatalf("err = %v after %d calls, want the context's error after one call", err, calls)
+	}
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Fatalf("waited %s after the context ended", elapsed)
+	}
+}
+
+// TestElapsedCountsTheFirstTry: the budget starts before the first try,
+// so a first try slower than MaxElapsed is not tried again.
+func TestElapsedCountsTheFirstTry(t *testing.T) {
+	calls := 0
+	err := Do(t.Context(), Options{Initial: time.Millisecond, Max: time.Millisecond, MaxElapsed: 100 * time.Millisecond}, func(context.Context) error {
+		calls++
+		time.Sleep(150 * time.Millisecond)
+		return errFlaky
+	})
+	if !errors.Is(err, errFlaky) || calls != 1 {
+		t.Fatalf("err = %v after %d calls, want the error after one slow call", err, calls)
+	}
+}
+
+// TestDoAfterContinuesAsDo: after a first try made by the caller, the
+// tries go on as Do's would (retryable errors retried, the count
+// including the caller's try); a final first error is returned at once.
+func TestDoAfterContinuesAsDo(t *testing.T) {
+	opts := Options{Initial: time.Millisecond, MaxElapsed: time.Second, Retryable: func(err error) bool { return errors.Is(err, errFlaky) }}
+	calls := 0
+	err := DoAfter(t.Context(), opts, func(context.Context) error {
+		calls++
+		if calls < 2 {
+			return errFlaky
+		}
+		return nil
+	}, time.Now(), errFlaky)
+	if err != nil || calls != 2 {
+		t.Fatalf("err = %v after %d more calls, want success on the second", err, calls)
+	}
+	calls = 0
+	errFatal := errors.New("fatal")
+	err = DoAfter(t.Context(), opts, func(context.Context) error { calls++; return nil }, time.Now(), errFatal)
+	if !errors.Is(err, errFatal) || calls != 0 {
+		t.Fatalf("err = %v after %d calls, want the final first error and no call", err, calls)
+	}
+	err = DoAfter(t.Context(), opts, func(context.Context) error { calls++; return errFlaky }, time.Now().Add(-time.Hour), errFlaky)
+	if !errors.Is(err, errFlaky) || calls != 0 {
+		t.Fatalf("err = %v after %d calls, want no call once the budget is spent", err, calls)
+	}
+	if err := DoAfter(t.Context(), opts, nil, time.Now(), nil); err != nil {
+		t.Fatalf("DoAfter after a successful first try = %v", err)
+	}
+}
