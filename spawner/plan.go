@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -298,7 +299,15 @@ func withProfile(ctx context.Context, base, initCfg *Config, opts *StartOptions)
 // profile applies: port 0 is 8888 and working_dir is expanded. A
 // profile's port or working_dir, applied later, is used as it is, and
 // its name templates and namespace come too late to change the names.
+//
+// With nothing to change (no port 0, no working_dir, and no profile list
+// whose merge the loaded options feed) it is base itself: plan only reads
+// the configuration it renders from, and a start then copies no
+// configuration.
 func atInit(base *Config, fields *naming.Fields) (*Config, error) {
+	if base.Port != 0 && base.Pod.WorkingDir == "" && len(base.ProfileList) == 0 && base.ProfileListFunc == nil {
+		return base, nil
+	}
 	c := *base
 	if c.Port == 0 {
 		c.Port = 8888
@@ -744,5 +753,11 @@ func expandTyped(target any, fields naming.Fields, syntax naming.Syntax) error {
 	if raw, err = json.Marshal(out); err != nil {
 		return err
 	}
+	// Into a zeroed target: json.Unmarshal fills an existing slice's
+	// array and an existing map in place, and the target starts out
+	// sharing them with the configuration, which every start of every
+	// user renders from. Without this, the first user's expanded values
+	// replaced the templates for everyone after.
+	reflect.ValueOf(target).Elem().SetZero()
 	return json.Unmarshal(raw, target)
 }

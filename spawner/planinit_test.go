@@ -1,6 +1,7 @@
 package spawner
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -84,5 +85,68 @@ profile_list:
 		UserOptions: map[string]string{"image--unlisted-choice": "docker.io/evil:latest"}})
 	if err == nil || !strings.Contains(err.Error(), "image") {
 		t.Errorf("err = %v, want the unlisted choice refused naming image", err)
+	}
+}
+
+// TestPlanLeavesItsConfigUnchanged renders starts from configurations
+// that plan uses as they are (atInit shares them) and ones it copies, and
+// compares each with an identical configuration loaded separately: plan
+// must never write to the configuration it renders from, which a Spawner
+// shares between all its starts.
+func TestPlanLeavesItsConfigUnchanged(t *testing.T) {
+	for _, yaml := range []string{
+		"image: quay.io/jupyter/base-notebook:2024-01-01\nextra_labels: {team: '{username}'}\nvolumes: [{name: home, emptyDir: {}}]\nvolume_mounts: [{name: home, mountPath: '/home/{username}'}]\nenvironment: {GREETING: 'hello {username}'}\n",
+		"working_dir: /home/{username}/work\nport: 0\n",
+		"profile_list:\n- display_name: small\n  kubespawner_override: {cpu_limit: 1, working_dir: '/srv/{username}'}\n- display_name: large\n  default: true\n  kubespawner_override: {cpu_limit: 4}\n",
+	} {
+		load := func() *Config {
+			c, err := LoadConfig([]byte(yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c = c.withDefaults()
+			c.Namespace = "hub"
+			return &c
+		}
+		cfg, want := load(), load()
+		srv := naming.Server{Username: "pat", UserID: 19}
+		nopts, err := cfg.namingOptions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nopts.HubNamespace, nopts.Namespace = "hub", cfg.Namespace
+		namer, err := naming.New(nopts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := namer.Names(srv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := State{PodName: names.Pod, Namespace: names.Namespace, DNSName: names.DNS}
+		for range 2 {
+			if _, err := plan(t.Context(), srv, cfg, &names, &st, &StartOptions{UserOptions: map[string]string{}}, "0123456789abcdef"); err != nil {
+				t.Fatalf("%q: %v", yaml, err)
+			}
+		}
+		// Another user's start after pat's gets its own expansion.
+		other := naming.Server{Username: "quinn", UserID: 20}
+		onames, err := namer.Names(other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ost := State{PodName: onames.Pod, Namespace: onames.Namespace, DNSName: onames.DNS}
+		o, err := plan(t.Context(), other, cfg, &onames, &ost, &StartOptions{}, "0123456789abcdef")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range o.Pod.Spec.Containers[0].VolumeMounts {
+			if strings.Contains(m.MountPath, "pat") {
+				t.Errorf("%q: quinn's pod mounts %s, expanded for pat", yaml, m.MountPath)
+			}
+		}
+		if !reflect.DeepEqual(cfg, want) {
+			t.Errorf("plan changed its configuration %q: volume mounts now %+v", yaml, cfg.Pod.VolumeMounts)
+		}
 	}
 }

@@ -347,7 +347,7 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 	sub *reflector.Subscription, ns, name string, uid types.UID, em *emitter) (*reflector.Pod, string, error) {
 	wctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout.Duration())
 	defer cancel()
-	seen := map[string]bool{} // an event once per occurrence: uid and count
+	var seen map[string]bool // an event once per occurrence: uid and count; made when events are followed
 	pulls := newPullTracker(2)
 	var slow <-chan time.Time
 	if after := cfg.SlowSpawnMessageAfter.Duration(); after > 0 {
@@ -366,6 +366,9 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 				for _, e := range evs {
 					key := string(e.UID) + "/" + strconv.Itoa(int(e.Count))
 					if !seen[key] {
+						if seen == nil {
+							seen = map[string]bool{}
+						}
 						seen[key] = true
 						em.event(e)
 					}

@@ -49,10 +49,22 @@ const (
 // create and delete and measure nothing more. Each call is timed after a
 // GC, after a warm-up call, and the fastest of orphanCalls counts;
 // the order alternates between repeats.
+// orphanSettle is the pause before the orphan rows.
+const orphanSettle = 20 * time.Second
+
 func measureOrphanDiff(ctx context.Context, env *Env, repeats int) ([]Measure, error) {
 	n := orphanObjects
 	if env.Quick {
 		n /= 10
+	}
+	// The row before may have deleted 10,000 pods: the simulated cluster
+	// digests that for a while (garbage collection, compaction), on the
+	// same two cores. The diff is measured in this process, so it waits
+	// for a quiet machine, as the spawn rows do between runs.
+	select {
+	case <-time.After(orphanSettle):
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
 	}
 	begin := time.Now()
 	objs := make([]kruntime.Object, n)
