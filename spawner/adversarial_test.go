@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clientretry "k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
@@ -543,13 +544,19 @@ func TestAdvStartAfterDeleteForeverNeverMountsADyingClaim(t *testing.T) {
 	}
 	claims := cluster.Client.CoreV1().PersistentVolumeClaims(ns)
 	name := s.State().PVCName
-	old, err := claims.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const hold = "test.spawnkit.dev/hold"
-	old.Finalizers = append(old.Finalizers, hold)
-	if old, err = claims.Update(ctx, old, metav1.UpdateOptions{}); err != nil {
+	// The cluster's controllers may update the claim meanwhile (binding
+	// it): add the finalizer as any client must, retrying on conflict.
+	var old *corev1.PersistentVolumeClaim
+	if err := clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error {
+		c, err := claims.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c.Finalizers = append(c.Finalizers, hold)
+		old, err = claims.Update(ctx, c, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.DeleteForever(ctx); err != nil {
