@@ -228,13 +228,8 @@ func BenchmarkPodEvents(b *testing.B) {
 // transform drops becomes garbage, and the heap that stays after a GC is
 // what the cache costs, its store and indexes included.
 func BenchmarkHeapPerPod(b *testing.B) {
-	testcluster.Require(b, cluster)
-	ns, err := cluster.Client.CoreV1().Namespaces().Create(b.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "heap-"}}, metav1.CreateOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	tmpl := realisticPod(b, ns.Name)
-	raw, err := cluster.Client.CoreV1().RESTClient().Get().Namespace(ns.Name).Resource("pods").Name(tmpl.Name).
+	ns, tmpl := realisticPodInNewNamespace(b, "heap-")
+	raw, err := cluster.Client.CoreV1().RESTClient().Get().Namespace(ns).Resource("pods").Name(tmpl.Name).
 		SetHeader("Accept", "application/json").DoRaw(b.Context())
 	if err != nil {
 		b.Fatal(err)
@@ -303,12 +298,7 @@ func BenchmarkHeapPerPod(b *testing.B) {
 // realistic running server's) into the compact cached Pod: it runs on
 // every pod update the informer receives.
 func BenchmarkNewPod(b *testing.B) {
-	testcluster.Require(b, cluster)
-	ns, err := cluster.Client.CoreV1().Namespaces().Create(b.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "newpod-"}}, metav1.CreateOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	tmpl := realisticPod(b, ns.Name)
+	_, tmpl := realisticPodInNewNamespace(b, "newpod-")
 	pods := make([]*corev1.Pod, 256)
 	for i := range pods {
 		pods[i] = clonePod(tmpl, i)
@@ -319,4 +309,16 @@ func BenchmarkNewPod(b *testing.B) {
 		_ = NewPod(pods[i%len(pods)])
 		i++
 	}
+}
+
+// realisticPodInNewNamespace creates a namespace named from prefix and
+// one realistic pod in it (realisticPod).
+func realisticPodInNewNamespace(b *testing.B, prefix string) (string, *corev1.Pod) {
+	b.Helper()
+	testcluster.Require(b, cluster)
+	ns, err := cluster.Client.CoreV1().Namespaces().Create(b.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}, metav1.CreateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ns.Name, realisticPod(b, ns.Name)
 }

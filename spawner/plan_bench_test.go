@@ -19,15 +19,7 @@ func BenchmarkPlan(b *testing.B) {
 	if err := cfg.validate(); err != nil {
 		b.Fatal(err)
 	}
-	nopts, err := cfg.namingOptions()
-	if err != nil {
-		b.Fatal(err)
-	}
-	nopts.HubNamespace, nopts.Namespace = "jhub", cfg.Namespace
-	namer, err := naming.New(nopts)
-	if err != nil {
-		b.Fatal(err)
-	}
+	namer := testNamer(b, &cfg, "jhub")
 	type server struct {
 		srv   naming.Server
 		names naming.Names
@@ -52,4 +44,20 @@ func BenchmarkPlan(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// testNamer is the namer a Spawner makes from the defaulted cfg, with
+// hubNS as the hub's namespace.
+func testNamer(tb testing.TB, cfg *Config, hubNS string) *naming.Namer {
+	tb.Helper()
+	nopts, err := cfg.namingOptions()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	nopts.HubNamespace, nopts.Namespace = hubNS, cfg.Namespace
+	namer, err := naming.New(nopts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return namer
 }

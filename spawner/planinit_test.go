@@ -110,15 +110,7 @@ func TestPlanLeavesItsConfigUnchanged(t *testing.T) {
 		}
 		cfg, want := load(), load()
 		srv := naming.Server{Username: "pat", UserID: 19}
-		nopts, err := cfg.namingOptions()
-		if err != nil {
-			t.Fatal(err)
-		}
-		nopts.HubNamespace, nopts.Namespace = "hub", cfg.Namespace
-		namer, err := naming.New(nopts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		namer := testNamer(t, cfg, "hub")
 		names, err := namer.Names(srv)
 		if err != nil {
 			t.Fatal(err)
