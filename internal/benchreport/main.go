@@ -39,7 +39,8 @@
 //     known servers (1% stopped, and all stopped), served from a synced
 //     Registry, against a map diff over a plain informer's store. It runs
 //     on client-go's fake clientset: creating 100,000 real pods would take
-//     many minutes and change nothing the row measures.
+//     many minutes and change nothing the row measures. It runs in a child
+//     process with a heap of its own, not one shaped by the rows before.
 //   - watches (watches.go): WATCH requests opened for 200 users in
 //     user-namespace mode, spawnkit's Manager against per-namespace raw
 //     informers.
@@ -159,6 +160,10 @@ type Env struct {
 	// CPUProfile, when set, is the path prefix of CPU profiles of the
 	// measured windows.
 	CPUProfile string
+	// MemProfile, when set, is the path prefix of heap profiles written
+	// before and after each measured window (allocations sampled every
+	// 16 KB in the child).
+	MemProfile string
 	// RawPlannedPod (on in a report) makes the raw side create the very
 	// pod spawnkit renders, so only the client differs. Diagnostics for
 	// spawn rows, off in a report: NoEvents runs spawnkit without events
@@ -178,15 +183,28 @@ func main() {
 	spawnLimit := flags.Int("spawn-limit", 0, "the Manager's ConcurrentSpawnLimit in manager rows (0: its default, 100; negative: none)")
 	jsonPath := flags.String("json", "bench-report.json", "write the report here as JSON (\"\" for none)")
 	cpuProfile := flags.String("cpuprofile", "", "write a CPU profile of each measured window to files starting with this path")
+	memProfile := flags.String("memprofile", "", "write heap profiles before and after each measured window to files starting with this path")
 	rawMinimal := flags.Bool("raw-minimal-pod", false, "diagnostic: the raw side creates a minimal pod instead of the pod spawnkit renders")
 	noEvents := flags.Bool("no-events", false, "diagnostic: spawnkit runs without events (events_enabled false), and the raw side of the manager rows without its event informer")
 	rawEvents := flags.Bool("raw-events", false, "diagnostic: the raw side of the start rows watches pod events too")
 	child := flags.String("child", "", "internal: run one side of a spawn run, described by this JSON")
+	orphanChild := flags.Bool("orphan-child", false, "internal: measure the orphan rows in this process (with -repeats and -quick) and write them as JSON")
 	_ = flags.Parse(os.Args[1:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *orphanChild {
+		if err := runOrphanChild(ctx, *repeats, *quick, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "benchreport orphan child:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *child != "" {
+		if strings.Contains(*child, `"mem_profile"`) {
+			// Set before the child allocates anything it measures.
+			runtime.MemProfileRate = 16 << 10
+		}
 		if err := runChild(ctx, *child, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "benchreport child:", err)
 			os.Exit(1)
@@ -201,7 +219,7 @@ func main() {
 	if *quick && !set["poll-pods"] {
 		*pollPods = 1000
 	}
-	env := &Env{PollPods: *pollPods, Quick: *quick, SpawnLimit: *spawnLimit, CPUProfile: *cpuProfile,
+	env := &Env{PollPods: *pollPods, Quick: *quick, SpawnLimit: *spawnLimit, CPUProfile: *cpuProfile, MemProfile: *memProfile,
 		RawPlannedPod: !*rawMinimal, NoEvents: *noEvents, RawEvents: *rawEvents}
 	groups, err := parseConfig(env, *sizes, *only, *repeats)
 	if err == nil {

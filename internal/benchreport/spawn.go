@@ -140,6 +140,7 @@ type spawnRun struct {
 	Kubeconfig string `json:"kubeconfig"`
 	SpawnLimit int    `json:"spawn_limit,omitempty"`
 	Profile    string `json:"profile,omitempty"`
+	MemProfile string `json:"mem_profile,omitempty"`
 	// Diagnostics (see Env): the raw side creates the pod spawnkit
 	// renders, or watches pod events too; spawnkit runs without its event
 	// informer.
@@ -224,6 +225,9 @@ func spawnRunOnce(ctx context.Context, env *Env, api, side string, n, repeat int
 	}
 	if env.CPUProfile != "" {
 		spec.Profile = fmt.Sprintf("%s-%s-%d-%s-r%d.pprof", env.CPUProfile, api, n, side, repeat+1)
+	}
+	if env.MemProfile != "" {
+		spec.MemProfile = fmt.Sprintf("%s-%s-%d-%s-r%d", env.MemProfile, api, n, side, repeat+1)
 	}
 	res, runErr = runInChild(ctx, env.Self, spec)
 	if ctx.Err() != nil {
@@ -317,6 +321,9 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := writeHeapProfile(spec.MemProfile, "before"); err != nil {
+		return err
+	}
 	calls0 := counter.snapshot()
 	var mem0, mem1 goruntime.MemStats
 	goruntime.ReadMemStats(&mem0)
@@ -344,6 +351,9 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 	goruntime.ReadMemStats(&mem1)
 	calls1 := counter.snapshot()
 	if err := stopProfile(); err != nil {
+		return err
+	}
+	if err := writeHeapProfile(spec.MemProfile, "after"); err != nil {
 		return err
 	}
 	if spawnErr != nil {
