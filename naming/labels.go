@@ -41,7 +41,8 @@ func KubeSpawnerCommonLabels() map[string]string {
 // KubeSpawner's _build_common_labels: the user name label (SafeLabel of the
 // raw name), then extra, then common, each overriding the one before.
 func CommonLabels(s Server, extra, common map[string]string) map[string]string {
-	labels := make(map[string]string, 1+len(extra)+len(common)+3)
+	// Room for PodLabels' three and spawnkit's managed-by label.
+	labels := make(map[string]string, 1+len(extra)+len(common)+4)
 	labels[LabelUsername] = SafeLabel(s.Username)
 	maps.Copy(labels, extra)
 	maps.Copy(labels, common)

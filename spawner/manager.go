@@ -307,14 +307,24 @@ func (m *Manager) lookup(s naming.Server) *entry {
 
 // entryFor returns the entry of s, creating a stopped one.
 func (m *Manager) entryFor(s naming.Server) (*entry, error) {
+	return m.entryWith(s, nil)
+}
+
+// entryWith is entryFor with a fresh Spawner of s (nil: made here) for a
+// new entry, so that a caller that made one already (Spawn's probe) does
+// not render the names twice.
+func (m *Manager) entryWith(s naming.Server, fresh *Spawner) (*entry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.servers[keyOf(s)]; ok {
 		return e, nil
 	}
-	sp, err := m.base.newSpawner(s)
-	if err != nil {
-		return nil, err
+	sp := fresh
+	if sp == nil {
+		var err error
+		if sp, err = m.base.newSpawner(s); err != nil {
+			return nil, err
+		}
 	}
 	e := &entry{key: keyOf(s), sp: sp, stream: nil, changed: m.opts.Clock.Now()}
 	e.status = ServerStatus{User: s.Username, Server: s.Servername, Phase: PhaseStopped, State: sp.State()}
@@ -326,6 +336,8 @@ func (m *Manager) entryFor(s naming.Server) (*entry, error) {
 func (m *Manager) setPhaseLocked(e *entry, p Phase) {
 	if e.status.Phase != p {
 		e.changed = m.opts.Clock.Now()
+	}
+	if e.status.Phase != p && m.log.Enabled() { // the arguments cost allocations
 		m.log.Info("phase", "user", e.key.user, "server", e.key.server, "from", e.status.Phase, "to", p,
 			"reason", e.status.Reason, "url", e.status.URL)
 	}
@@ -363,8 +375,12 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	if err != nil {
 		return ServerStatus{}, false, err
 	}
+	// fresh is the probe while it holds no state of an entry's: then it
+	// can become a new entry's Spawner.
+	fresh := probe
 	if e := m.lookup(s); e != nil {
 		probe.LoadState(e.sp.State())
+		fresh = nil
 	}
 	// The rendering is kept for the start, which then renders only if
 	// the names in use change meanwhile.
@@ -374,7 +390,7 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 		return ServerStatus{}, false, &StartError{Server: s, Step: StepPlan, Reason: ReasonInvalid, Err: err}
 	}
 	sopts.planned = &planned{objects: objs, startID: startID, server: s, names: namesOf(st)}
-	e, err := m.entryFor(s)
+	e, err := m.entryWith(s, fresh)
 	if err != nil {
 		return ServerStatus{}, false, err
 	}

@@ -207,8 +207,6 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 	// Labels and annotations per object, as KubeSpawner 7.1 makes them,
 	// plus spawnkit's managed-by label (orphan finds objects by it) and
 	// the raw names, which no configured annotation can replace.
-	common := withManagedBy(naming.CommonLabels(server, r.extraLabels, cfg.CommonLabels))
-	owned := ownerAnnotations(server, commonAnnotations(opts, r.extraAnnotations))
 	if cfg.EnableUserNamespaces {
 		nsAnn := ownerAnnotations(server, r.nsAnnotations)
 		if o.Namespace, err = manifest.Namespace(manifest.NamespaceSpec{Name: st.Namespace, Labels: withManagedBy(r.nsLabels), Annotations: nsAnn}); err != nil {
@@ -216,11 +214,11 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 		}
 	}
 	if cfg.StoragePVCEnsure {
-		ann := ownerAnnotations(server, commonAnnotations(opts, r.storageAnnotations))
+		ann := addOwner(server, commonAnnotations(opts, r.storageAnnotations))
 		if startID != "" {
 			ann[StartIDAnnotation] = startID
 		}
-		labels := withManagedBy(naming.CommonLabels(server, r.storageLabels, cfg.CommonLabels))
+		labels := addManagedBy(naming.CommonLabels(server, r.storageLabels, cfg.CommonLabels))
 		labels[naming.LabelAppComponent] = cfg.ComponentLabel
 		labels[naming.LabelComponent] = StorageComponent
 		o.PVC, err = manifest.PVC(manifest.PVCSpec{
@@ -239,6 +237,13 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 	}
 	if o.Pod, o.Env, err = buildPod(cfg, server, r, st, opts); err != nil {
 		return nil, err
+	}
+	// The secret's and the service's labels and annotations (manifest
+	// copies them into each object).
+	var common, owned map[string]string
+	if opts.SSL != nil || st.Services {
+		common = addManagedBy(naming.CommonLabels(server, r.extraLabels, cfg.CommonLabels))
+		owned = addOwner(server, commonAnnotations(opts, r.extraAnnotations))
 	}
 	if opts.SSL != nil {
 		o.Secret, err = manifest.Secret(manifest.SecretSpec{
@@ -640,8 +645,8 @@ func buildPod(cfg *Config, server naming.Server, r *rendered, st *State, opts *S
 	} else {
 		spec.Cmd = nil
 	}
-	spec.Labels = withManagedBy(naming.PodLabels(server, cfg.ComponentLabel, r.extraLabels, cfg.CommonLabels))
-	ann := ownerAnnotations(server, commonAnnotations(opts, r.extraAnnotations))
+	spec.Labels = addManagedBy(naming.PodLabels(server, cfg.ComponentLabel, r.extraLabels, cfg.CommonLabels))
+	ann := addOwner(server, commonAnnotations(opts, r.extraAnnotations))
 	if st.StartID != "" {
 		ann[StartIDAnnotation] = st.StartID
 	}
@@ -674,22 +679,27 @@ func buildPod(cfg *Config, server naming.Server, r *rendered, st *State, opts *S
 	return pod, []EnvEntry(d), nil
 }
 
-// withManagedBy adds spawnkit's managed-by label, by which orphan finds
-// what spawnkit created.
+// withManagedBy returns a copy of l with spawnkit's managed-by label, by
+// which orphan finds what spawnkit created.
 func withManagedBy(l map[string]string) map[string]string {
-	out := maps.Clone(l)
-	if out == nil {
-		out = map[string]string{}
-	}
-	out[naming.LabelManagedBy] = naming.ManagedBySpawnkit
-	return out
+	out := make(map[string]string, len(l)+1)
+	maps.Copy(out, l)
+	return addManagedBy(out)
+}
+
+// addManagedBy is withManagedBy for a map of the caller's own: it adds
+// the label to l itself.
+func addManagedBy(l map[string]string) map[string]string {
+	l[naming.LabelManagedBy] = naming.ManagedBySpawnkit
+	return l
 }
 
 // commonAnnotations are KubeSpawner's _build_common_annotations without
 // the names (ownerAnnotations adds them): the hub's version when given,
-// then the configured extra annotations.
+// then the configured extra annotations. The map is new, with room for
+// what ownerAnnotations and the pod add.
 func commonAnnotations(opts *StartOptions, extra map[string]string) map[string]string {
-	a := map[string]string{}
+	a := make(map[string]string, len(extra)+5)
 	if opts.HubVersion != "" {
 		a[AnnotationJupyterHubVersion] = opts.HubVersion
 	}
@@ -705,14 +715,21 @@ const AnnotationJupyterHubVersion = "hub.jupyter.org/jupyterhub-version"
 // names, written last so that no configured annotation can forge them:
 // they decide which server an object belongs to.
 func ownerAnnotations(server naming.Server, extra map[string]string) map[string]string {
-	a := maps.Clone(extra)
-	if a == nil {
-		a = map[string]string{}
-	}
+	a := make(map[string]string, len(extra)+4)
+	maps.Copy(a, extra)
+	return addOwner(server, a)
+}
+
+// addOwner is ownerAnnotations for a map of the caller's own: it writes
+// the names into a itself.
+func addOwner(server naming.Server, a map[string]string) map[string]string {
 	delete(a, naming.AnnotationServername)
 	delete(a, StartIDAnnotation)
 	delete(a, StateAnnotation)
-	maps.Copy(a, naming.Annotations(server, nil))
+	a[naming.AnnotationUsername] = server.Username
+	if server.Servername != "" {
+		a[naming.AnnotationServername] = server.Servername
+	}
 	return a
 }
 

@@ -114,12 +114,26 @@ type Stream struct {
 	mu     sync.Mutex // guards events, done and changed
 	events []ProgressEvent
 	done   bool
-	// changed is closed and replaced on every append.
+	// changed is made by a reader that waits for the next append, and
+	// closed (and dropped) by that append: a stream nobody follows makes
+	// no channels.
 	changed chan struct{}
 }
 
+// streamEvents is a new Stream's room for events: a start without
+// trouble sends about eight (slot, plan, create, pod events, ready).
+const streamEvents = 8
+
 // NewStream returns an empty, open Stream.
-func NewStream() *Stream { return &Stream{changed: make(chan struct{})} }
+func NewStream() *Stream { return &Stream{events: make([]ProgressEvent, 0, streamEvents)} }
+
+// wakeLocked wakes the readers waiting for a change (st.mu held).
+func (st *Stream) wakeLocked() {
+	if st.changed != nil {
+		close(st.changed)
+		st.changed = nil
+	}
+}
 
 // Publish appends e; after a final event (Ready, Failed or Stopped) the
 // stream is closed and later events are dropped.
@@ -131,8 +145,7 @@ func (st *Stream) Publish(e ProgressEvent) {
 	}
 	st.events = append(st.events, e)
 	st.done = e.Final()
-	close(st.changed)
-	st.changed = make(chan struct{})
+	st.wakeLocked()
 }
 
 // Close ends the stream without a final event (readers' channels close).
@@ -141,8 +154,7 @@ func (st *Stream) Close() {
 	defer st.mu.Unlock()
 	if !st.done {
 		st.done = true
-		close(st.changed)
-		st.changed = make(chan struct{})
+		st.wakeLocked()
 	}
 }
 
@@ -175,7 +187,11 @@ func (st *Stream) Events(ctx context.Context, from int) <-chan ProgressEvent {
 			if i < len(st.events) {
 				pending = st.events[i:]
 			}
-			done, changed := st.done, st.changed
+			done := st.done
+			if !done && st.changed == nil {
+				st.changed = make(chan struct{})
+			}
+			changed := st.changed
 			st.mu.Unlock()
 			for _, e := range pending {
 				select {
