@@ -548,10 +548,11 @@ func num(x float64) string {
 
 func ratio(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }
 
-// spawnAll runs start for 0..n-1 at once and returns the first error.
-func spawnAll(ctx context.Context, n int, start func(ctx context.Context, i int) error) error {
+// spawnAll runs start for first..first+n-1 at once and returns the first
+// error.
+func spawnAll(ctx context.Context, first, n int, start func(ctx context.Context, i int) error) error {
 	g, gctx := errgroup.WithContext(ctx)
-	for i := range n {
+	for i := first; i < first+n; i++ {
 		g.Go(func() error { return start(gctx, i) })
 	}
 	return g.Wait()

@@ -17,7 +17,7 @@ import (
 // Spawn for every server at once, as a hub's request handlers would, and
 // end when Watch has reported every server running; a server that fails
 // fails the run.
-func prepareManager(ctx context.Context, client kubernetes.Interface, spec spawnRun) (func(context.Context, func()) error, func(), error) {
+func prepareManager(ctx context.Context, client kubernetes.Interface, spec spawnRun) (spawnFunc, func(), error) {
 	registry, release, err := warmRegistry(ctx, client, spec.Namespace, !spec.NoEvents)
 	if err != nil {
 		return nil, nil, err
@@ -52,10 +52,14 @@ func prepareManager(ctx context.Context, client kubernetes.Interface, spec spawn
 	watchCtx, cancelWatch := context.WithCancel(ctx)
 	watch := m.Watch(watchCtx)
 	stopAll := func() { cancelWatch(); done() }
-	return func(ctx context.Context, ready func()) error {
+	return func(ctx context.Context, first, n int, ready func()) error {
+		users := make(map[string]bool, n) // the servers of this call
+		for i := first; i < first+n; i++ {
+			users[serverOf(i).Username] = true
+		}
 		spawned := make(chan error, 1)
 		go func() {
-			spawned <- spawnAll(ctx, spec.N, func(ctx context.Context, i int) error {
+			spawned <- spawnAll(ctx, first, n, func(ctx context.Context, i int) error {
 				if _, _, err := m.Spawn(ctx, serverOf(i), spawner.SpawnOptions{}); err != nil {
 					return fmt.Errorf("spawning %s: %w", serverOf(i).Username, err)
 				}
@@ -63,11 +67,14 @@ func prepareManager(ctx context.Context, client kubernetes.Interface, spec spawn
 			})
 		}()
 		running := map[string]bool{}
-		for len(running) < spec.N {
+		for len(running) < n {
 			select {
 			case st, ok := <-watch:
 				if !ok {
-					return fmt.Errorf("the Manager's watch ended with %d of %d servers running", len(running), spec.N)
+					return fmt.Errorf("the Manager's watch ended with %d of %d servers running", len(running), n)
+				}
+				if !users[st.User] {
+					continue // the warm-up's, before this call
 				}
 				switch st.Phase {
 				case spawner.PhaseRunning:
@@ -84,7 +91,7 @@ func prepareManager(ctx context.Context, client kubernetes.Interface, spec spawn
 				}
 				spawned = nil
 			case <-ctx.Done():
-				return fmt.Errorf("%d of %d servers running: %w", len(running), spec.N, ctx.Err())
+				return fmt.Errorf("%d of %d servers running: %w", len(running), n, ctx.Err())
 			}
 		}
 		if spawned != nil {

@@ -149,6 +149,11 @@ type spawnRun struct {
 	RawEvents     bool `json:"raw_events,omitempty"`
 }
 
+// spawnFunc spawns servers first..first+n-1 at once, calls ready as each
+// is ready, and returns when all are (or the first error). A side's
+// servers are 0..N-1, measured, and N, the warm-up before the clock.
+type spawnFunc func(ctx context.Context, first, n int, ready func()) error
+
 // spawnResult is what a child measured over the spawns alone.
 type spawnResult struct {
 	Elapsed time.Duration  `json:"elapsed"`
@@ -248,6 +253,12 @@ func spawnRunOnce(ctx context.Context, env *Env, api, side string, n, repeat int
 	return res, runErr, nil
 }
 
+// warmUpPods are the names the warm-up server's pod has on either side
+// (server n): it was ready before the clock.
+func warmUpPods(n int) map[string]bool {
+	return map[string]bool{rawName(n): true, "jupyter-" + serverOf(n).Username: true}
+}
+
 // settle is the pause after a run of n spawns.
 func settle(n int) time.Duration { return 2*time.Second + time.Duration(n)*10*time.Millisecond }
 
@@ -292,7 +303,7 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var prepare func(ctx context.Context, client kubernetes.Interface, spec spawnRun) (spawns func(ctx context.Context, ready func()) error, done func(), err error)
+	var prepare func(ctx context.Context, client kubernetes.Interface, spec spawnRun) (spawns spawnFunc, done func(), err error)
 	switch {
 	case spec.Side == "raw":
 		prepare = prepareRaw
@@ -311,6 +322,15 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 		return err
 	}
 	defer done()
+	// One spawn before the clock, of a server of its own (index N): a
+	// running hub has spawned before, so the code it runs, its
+	// connection and the runtime's heap are warm. Without it, the
+	// 100-spawn rows counted the side's first use of its code (page
+	// faults and cold caches, more for the side with more code) in their
+	// CPU per spawn.
+	if err := spawns(ctx, spec.N, 1, func() {}); err != nil {
+		return fmt.Errorf("the warm-up spawn: %w", err)
+	}
 	// The setup's garbage is collected, and its memory returned to the
 	// OS, before the clock: otherwise the runtime's background scavenger
 	// returns it during the spawns (madvise calls, up to a tenth of a
@@ -335,7 +355,7 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 	var readyAt []time.Duration
 	peaks, stopPeaks := samplePeaks()
 	begin := time.Now()
-	spawnErr := spawns(ctx, func() {
+	spawnErr := spawns(ctx, 0, spec.N, func() {
 		d := time.Since(begin)
 		mu.Lock()
 		readyAt = append(readyAt, d)
@@ -372,7 +392,7 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 	mu.Lock()
 	res.Phases.ReadyP50, res.Phases.ReadyMax = p50max(readyAt)
 	mu.Unlock()
-	if res.Phases.ServerReadyP50, res.Phases.ServerReadyMax, err = serverReady(ctx, client, spec.Namespace, begin); err != nil {
+	if res.Phases.ServerReadyP50, res.Phases.ServerReadyMax, err = serverReady(ctx, client, spec.Namespace, begin, warmUpPods(spec.N)); err != nil {
 		return err
 	}
 	for k, v := range calls1 {
@@ -420,7 +440,7 @@ func samplePeaks() (*peaks, func()) {
 // serverReady returns when, after begin, the namespace's pods turned
 // Ready by their Ready condition's transition time: the median and the
 // last.
-func serverReady(ctx context.Context, client kubernetes.Interface, ns string, begin time.Time) (time.Duration, time.Duration, error) {
+func serverReady(ctx context.Context, client kubernetes.Interface, ns string, begin time.Time, warmUp map[string]bool) (time.Duration, time.Duration, error) {
 	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, 0, fmt.Errorf("listing the pods: %w", err)
@@ -428,7 +448,7 @@ func serverReady(ctx context.Context, client kubernetes.Interface, ns string, be
 	var at []time.Duration
 	for _, pod := range list.Items {
 		for _, c := range pod.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && !warmUp[pod.Name] {
 				at = append(at, c.LastTransitionTime.Sub(begin))
 			}
 		}
@@ -440,8 +460,8 @@ func serverReady(ctx context.Context, client kubernetes.Interface, ns string, be
 // prepareRaw is the minimum client-go does for the same result as a
 // start: create a pod and wait until it is Ready, seen through an informer
 // on the namespace that was synced before the clock started.
-func prepareRaw(ctx context.Context, client kubernetes.Interface, spec spawnRun) (func(context.Context, func()) error, func(), error) {
-	ns, n := spec.Namespace, spec.N
+func prepareRaw(ctx context.Context, client kubernetes.Interface, spec spawnRun) (spawnFunc, func(), error) {
+	ns, n := spec.Namespace, spec.N+1 // and the warm-up's
 	ready := make(map[string]chan struct{}, n) // read-only once the informer runs
 	for i := range n {
 		ready[rawName(i)] = make(chan struct{})
@@ -508,8 +528,8 @@ func prepareRaw(ctx context.Context, client kubernetes.Interface, spec spawnRun)
 			pods[i].Name = rawName(i)
 		}
 	}
-	return func(ctx context.Context, readyFn func()) error {
-		return spawnAll(ctx, n, func(ctx context.Context, i int) error {
+	return func(ctx context.Context, first, n int, readyFn func()) error {
+		return spawnAll(ctx, first, n, func(ctx context.Context, i int) error {
 			pod := pods[i]
 			if err := rawCreate(ctx, client, ns, pod); err != nil {
 				return fmt.Errorf("creating pod %s: %w", pod.Name, err)
@@ -637,14 +657,14 @@ func startFailed(sp *spawner.Spawner, err error) error {
 // call Start on each at once, without OnProgress, so no event informer is
 // warmed: such starts never use one (a hub that reports progress pays for
 // it in the manager rows, where raw watches events too).
-func prepareStart(ctx context.Context, client kubernetes.Interface, spec spawnRun) (func(context.Context, func()) error, func(), error) {
+func prepareStart(ctx context.Context, client kubernetes.Interface, spec spawnRun) (spawnFunc, func(), error) {
 	registry, release, err := warmRegistry(ctx, client, spec.Namespace, false)
 	if err != nil {
 		return nil, nil, err
 	}
 	config := spawnConfig(spec.Namespace)
 	config.EventsEnabled = new(!spec.NoEvents)
-	spawners := make([]*spawner.Spawner, spec.N)
+	spawners := make([]*spawner.Spawner, spec.N+1) // and the warm-up's
 	done := func() {
 		for _, sp := range spawners {
 			if sp != nil {
@@ -659,8 +679,8 @@ func prepareStart(ctx context.Context, client kubernetes.Interface, spec spawnRu
 			return nil, nil, err
 		}
 	}
-	return func(ctx context.Context, ready func()) error {
-		return spawnAll(ctx, spec.N, func(ctx context.Context, i int) error {
+	return func(ctx context.Context, first, n int, ready func()) error {
+		return spawnAll(ctx, first, n, func(ctx context.Context, i int) error {
 			if _, err := spawners[i].Start(ctx, spawner.StartOptions{}); err != nil {
 				return startFailed(spawners[i], err)
 			}
