@@ -47,7 +47,7 @@ func (r *Registry) podChanged(e *entry, obj any, deleted bool) {
 	if deleted {
 		r.forgetEvents(pod.UID, pod.Namespace, pod.Name)
 	}
-	r.notify(podKey(pod.Namespace, pod.Name))
+	r.notify(pod.Namespace, pod.Name)
 }
 
 // Release gives up this handle; the informer stops when its last handle

@@ -220,7 +220,7 @@ func (r *Registry) acquire(ctx context.Context, key Key) (*entry, error) {
 	case ResourceEvents:
 		e.events = newEventIndex(r.maxEvent)
 		handler = e.events.handler(func(ev *corev1.Event) {
-			r.notify(podKey(ev.InvolvedObject.Namespace, ev.InvolvedObject.Name))
+			r.notify(ev.InvolvedObject.Namespace, ev.InvolvedObject.Name)
 		})
 	}
 	if _, err := e.informer.AddEventHandler(handler); err != nil {

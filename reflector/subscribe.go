@@ -46,11 +46,15 @@ func (s *Subscription) Close() {
 	})
 }
 
-// notify wakes the subscribers of a pod without blocking.
-func (r *Registry) notify(key string) {
+// notify wakes the subscribers of the pod namespace/name without
+// blocking. It runs on every pod change and event, so it builds the key
+// on the stack: a map lookup by string(bytes) allocates nothing.
+func (r *Registry) notify(namespace, name string) {
+	var buf [128]byte
+	key := append(append(append(buf[:0], namespace...), '/'), name...)
 	r.subsMu.Lock()
 	defer r.subsMu.Unlock()
-	for s := range r.subs[key] {
+	for s := range r.subs[string(key)] {
 		select {
 		case s.c <- struct{}{}:
 		default: // a wake-up is already pending

@@ -64,7 +64,7 @@ type StartOptions struct {
 
 // planned is a start's rendering done ahead of the start.
 type planned struct {
-	objects *Objects
+	objects *startObjects
 	startID string
 	server  naming.Server // the server rendered for, user id included
 	names   plannedNames
@@ -136,14 +136,39 @@ func Plan(ctx context.Context, server naming.Server, cfg Config, opts StartOptio
 		return nil, fmt.Errorf("spawner: naming server %q of user %q: %w", server.Servername, server.Username, err)
 	}
 	st := State{PodName: names.Pod, Namespace: names.Namespace, DNSName: names.DNS}
-	return plan(ctx, server, &cfg, &names, &st, &opts, "")
+	return withConfig(plan(ctx, server, &cfg, &names, &st, &opts, ""))
 }
 
 // Plan renders the objects a Start of this Spawner's server with opts
 // would create, with the names in use (State), without any API call.
 func (s *Spawner) Plan(ctx context.Context, opts StartOptions) (*Objects, error) {
 	st := s.State()
-	return plan(ctx, s.server, &s.b.cfg, &s.names, &st, &opts, "")
+	return withConfig(plan(ctx, s.server, &s.b.cfg, &s.names, &st, &opts, ""))
+}
+
+// withConfig makes plan's result the public Objects.
+func withConfig(o *startObjects, err error) (*Objects, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &Objects{Config: *o.cfg, Names: o.Names, Env: o.Env, State: o.State,
+		Namespace: o.Namespace, PVC: o.PVC, Pod: o.Pod, Secret: o.Secret, Service: o.Service}, nil
+}
+
+// startObjects are what plan renders for a start: Objects with the
+// effective configuration by pointer (cfg, shared and read-only: the
+// base configuration itself when no profile or init change applies), so
+// a start neither copies nor allocates a 1.6 KB Config.
+type startObjects struct {
+	cfg       *Config
+	Names     naming.Names
+	Env       []EnvEntry
+	State     State
+	Namespace *corev1.Namespace
+	PVC       *corev1.PersistentVolumeClaim
+	Pod       *corev1.Pod
+	Secret    *corev1.Secret
+	Service   *corev1.Service
 }
 
 // plan renders a start's objects. base is the defaulted configuration,
@@ -154,8 +179,8 @@ func (s *Spawner) Plan(ctx context.Context, opts StartOptions) (*Objects, error)
 // The arguments are pointers, read and never changed, and the result is
 // built in place: these structs are a kilobyte together, and copies of
 // them would deepen every start's goroutine stack.
-func plan(ctx context.Context, server naming.Server, base *Config, namesIn *naming.Names, stIn *State, opts *StartOptions, startID string) (*Objects, error) {
-	o := &Objects{State: *stIn, Names: *namesIn}
+func plan(ctx context.Context, server naming.Server, base *Config, namesIn *naming.Names, stIn *State, opts *StartOptions, startID string) (*startObjects, error) {
+	o := &startObjects{State: *stIn, Names: *namesIn}
 	st, names := &o.State, &o.Names
 	cfg, err := atInit(base, &names.Fields)
 	if err != nil {
@@ -202,7 +227,7 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 	if cfg.StoragePVCEnsure && st.PVCName == "" {
 		st.PVCName = names.PVC
 	}
-	o.Config = *cfg
+	o.cfg = cfg
 
 	// Labels and annotations per object, as KubeSpawner 7.1 makes them,
 	// plus spawnkit's managed-by label (orphan finds objects by it) and

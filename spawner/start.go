@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -140,7 +139,7 @@ func (s *Spawner) start(ctx context.Context, opts *StartOptions, em *emitter) (s
 // create are functions of their own: the create (client-go encoding
 // the pod) is the deepest path of a start's goroutine, whose stack stays
 // as large as that path needed while the start waits.
-func (s *Spawner) createAndWait(ctx context.Context, run *startRun, o *Objects, em *emitter) (string, error) {
+func (s *Spawner) createAndWait(ctx context.Context, run *startRun, o *startObjects, em *emitter) (string, error) {
 	h, step, reason, err := s.beforePod(ctx, run, o, em)
 	if h.sub != nil {
 		defer h.sub.Close()
@@ -167,14 +166,14 @@ type startHandles struct {
 // the user namespace and the claim and runs ModifyPod on o.Pod. On
 // failure it returns the step and reason; h.sub, when set, is the
 // caller's to close.
-func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *Objects, em *emitter) (h startHandles, step Step, reason string, err error) {
+func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *startObjects, em *emitter) (h startHandles, step Step, reason string, err error) {
 	run.ns, run.name = o.State.Namespace, o.State.PodName
 	if h.pods, err = s.podsHandle(ctx, run.ns); err != nil {
 		return h, StepWatch, "", err
 	}
 	// Events feed only the progress: a start nobody follows does not
 	// hold the event informer.
-	if boolOr(o.Config.EventsEnabled, true) && em.fn != nil {
+	if boolOr(o.cfg.EventsEnabled, true) && em.fn != nil {
 		if h.events, err = s.eventsHandle(ctx, run.ns); err != nil {
 			return h, StepWatch, "", err
 		}
@@ -205,7 +204,7 @@ func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *Objects, em *
 
 // afterPod records the created pod, makes the secret and the service it
 // owns, runs AfterPodCreated and waits for the pod to be ready.
-func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *Objects, h startHandles, created *corev1.Pod, em *emitter) (string, error) {
+func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *startObjects, h startHandles, created *corev1.Pod, em *emitter) (string, error) {
 	fail := func(step Step, reason string, err error) error {
 		return s.failStart(ctx, run, step, reason, err)
 	}
@@ -230,7 +229,7 @@ func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *Objects, h sta
 			return "", fail(StepHook, "", fmt.Errorf("AfterPodCreated: %w", err))
 		}
 	}
-	ready, reason, err := s.waitReady(ctx, &o.Config, h.pods, h.events, h.sub, created.Namespace, created.Name, created.UID, em)
+	ready, reason, err := s.waitReady(ctx, o.cfg, h.pods, h.events, h.sub, created.Namespace, created.Name, created.UID, em)
 	if err != nil {
 		return "", fail(StepWait, reason, err)
 	}
@@ -246,9 +245,9 @@ func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *Objects, h sta
 // are gone before the start's API calls: a start's goroutine waits for
 // most of its life with a stack as deep as start's own frame plus
 // client-go's, and every GC scans it.
-func (s *Spawner) objectsFor(ctx context.Context, run *startRun, opts *StartOptions, em *emitter) (*Objects, Step, error) {
+func (s *Spawner) objectsFor(ctx context.Context, run *startRun, opts *StartOptions, em *emitter) (*startObjects, Step, error) {
 	st := s.State()
-	var o *Objects
+	var o *startObjects
 	if p := opts.planned; p != nil && p.server == s.server && p.names == namesOf(st) {
 		o, run.startID = p.objects, p.startID
 	} else {
@@ -262,7 +261,7 @@ func (s *Spawner) objectsFor(ctx context.Context, run *startRun, opts *StartOpti
 	if o.PVC == nil || st.PVCName != "" {
 		return o, "", nil
 	}
-	legacy, err := s.legacyPVC(ctx, &o.Config, o.PVC)
+	legacy, err := s.legacyPVC(ctx, o.cfg, o.PVC)
 	if err != nil {
 		return nil, StepPVC, err
 	}
@@ -347,7 +346,14 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 	sub *reflector.Subscription, ns, name string, uid types.UID, em *emitter) (*reflector.Pod, string, error) {
 	wctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout.Duration())
 	defer cancel()
-	var seen map[string]bool // an event once per occurrence: uid and count; made when events are followed
+	// An event once per occurrence (its uid and count); made when events
+	// are followed.
+	type occurrence struct {
+		uid   types.UID
+		count int32
+	}
+	var seen map[occurrence]bool
+	key := reflector.PodKey(ns, name) // built once: the loop reads the pod on every change
 	pulls := newPullTracker(2)
 	var slow <-chan time.Time
 	if after := cfg.SlowSpawnMessageAfter.Duration(); after > 0 {
@@ -364,18 +370,17 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 		if events != nil {
 			if evs, err := events.ForUID(wctx, uid); err == nil {
 				for _, e := range evs {
-					key := string(e.UID) + "/" + strconv.Itoa(int(e.Count))
-					if !seen[key] {
+					if o := (occurrence{e.UID, e.Count}); !seen[o] {
 						if seen == nil {
-							seen = map[string]bool{}
+							seen = map[occurrence]bool{}
 						}
-						seen[key] = true
+						seen[o] = true
 						em.event(e)
 					}
 				}
 			}
 		}
-		pod, ok, err := pods.Get(wctx, ns, name)
+		pod, ok, err := pods.GetByKey(wctx, key)
 		switch {
 		case err != nil:
 			return nil, s.waitReason(ctx, wctx), s.waitErr(ctx, wctx, cfg, err)

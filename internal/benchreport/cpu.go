@@ -17,6 +17,16 @@ func cpuTime() (time.Duration, error) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
+// pageFaults is how many minor page faults this process has taken so far
+// (memory the kernel maps on first touch: new heap, stacks, code).
+func pageFaults() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Minflt
+}
+
 // startProfile starts a CPU profile into path, or does nothing when path
 // is empty; the returned function stops it.
 func startProfile(path string) (stop func() error, err error) {

@@ -96,10 +96,10 @@ func measureSpawns(ctx context.Context, env *Env, repeats int, api string) ([]Me
 				perVerb := perSpawn(nil, res.Calls, n)
 				calls = append(calls, runDetail{Repeat: r + 1, Side: side, CallsPerSpawn: perVerb})
 				timings = append(timings, runDetail{Repeat: r + 1, Side: side, Phases: &res.Phases, Memory: &res.Memory})
-				fmt.Fprintf(os.Stderr, "%s n=%d repeat %d: %-8s %s (%.1f/s), %.2f requests/spawn, %.2f CPU ms/spawn, %.0f KB and %.0f objects allocated/spawn, %d GC cycles, live heap at start %.0f MB, peak stacks %.1f MB, peak heap %.0f MB; %s\n",
+				fmt.Fprintf(os.Stderr, "%s n=%d repeat %d: %-8s %s (%.1f/s), %.2f requests/spawn, %.2f CPU ms/spawn, %.0f KB and %.0f objects allocated/spawn, %d GC cycles, live heap at start %.0f MB, peak stacks %.1f MB, peak heap %.0f MB, %d page faults; %s\n",
 					api, n, r+1, side, res.Elapsed.Round(time.Millisecond), float64(n)/res.Elapsed.Seconds(),
 					total(perVerb), msPer(res.CPU, n), res.Memory.AllocKBPerSpawn, res.Memory.ObjectsPerSpawn, res.Memory.GCCycles,
-					res.Memory.LiveKBAtStart/1024, res.Memory.PeakStackKB/1024, res.Memory.PeakHeapKB/1024, res.Phases)
+					res.Memory.LiveKBAtStart/1024, res.Memory.PeakStackKB/1024, res.Memory.PeakHeapKB/1024, res.Memory.PageFaults, res.Phases)
 			}
 			sk, okSk := results["spawnkit"]
 			raw, okRaw := results["raw"]
@@ -177,6 +177,8 @@ type memory struct {
 	LiveKBAtStart float64 `json:"live_kb_at_start"`
 	PeakStackKB   float64 `json:"peak_stack_kb"`
 	PeakHeapKB    float64 `json:"peak_heap_kb"`
+	// PageFaults are the minor page faults over the run.
+	PageFaults int64 `json:"page_faults"`
 }
 
 // phases say when, from the start of the clock, the pod creates were
@@ -347,6 +349,7 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 	calls0 := counter.snapshot()
 	var mem0, mem1 goruntime.MemStats
 	goruntime.ReadMemStats(&mem0)
+	faults0 := pageFaults()
 	cpu0, err := cpuTime()
 	if err != nil {
 		return err
@@ -364,6 +367,7 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 	elapsed := time.Since(begin)
 	stopPeaks()
 	cpu1, err := cpuTime()
+	faults := pageFaults() - faults0
 	if err != nil {
 		return err
 	}
@@ -387,6 +391,7 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 		LiveKBAtStart:   float64(mem0.HeapAlloc) / 1024,
 		PeakStackKB:     float64(peaks.stack.Load()) / 1024,
 		PeakHeapKB:      float64(peaks.heap.Load()) / 1024,
+		PageFaults:      faults,
 	}}
 	res.Phases.CreatedP50, res.Phases.CreatedMax = p50max(counter.createdSince(begin))
 	mu.Lock()
@@ -461,7 +466,7 @@ func serverReady(ctx context.Context, client kubernetes.Interface, ns string, be
 // start: create a pod and wait until it is Ready, seen through an informer
 // on the namespace that was synced before the clock started.
 func prepareRaw(ctx context.Context, client kubernetes.Interface, spec spawnRun) (spawnFunc, func(), error) {
-	ns, n := spec.Namespace, spec.N+1 // and the warm-up's
+	ns, n := spec.Namespace, spec.N+1          // and the warm-up's
 	ready := make(map[string]chan struct{}, n) // read-only once the informer runs
 	for i := range n {
 		ready[rawName(i)] = make(chan struct{})
