@@ -74,7 +74,12 @@
 // (spawner.Plan, before the clock; spawnkit renders its own inside the
 // measured window), so both send and receive the same bytes and only the
 // client differs: the pod a config asks for is the hub's choice, not
-// spawnkit's overhead. -raw-minimal-pod, -raw-events and -no-events are
+// spawnkit's overhead. Inside the window the raw side copies that pod
+// (DeepCopy) before creating it: the least a hub does to have a pod
+// object of its own per spawn is to copy its template. Before the clock
+// each side makes one spawn of a server of its own (a running hub has
+// spawned before: its code, connection and heap are warm), then the
+// setup's garbage is collected and returned to the OS. -raw-minimal-pod, -raw-events and -no-events are
 // diagnostics, off in a report: the raw side creates a minimal pod (a
 // third of the bytes), or watches pod events in the start rows too, or
 // spawnkit runs without events (events_enabled false; then neither side

@@ -362,7 +362,15 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 		d := time.Since(begin)
 		mu.Lock()
 		readyAt = append(readyAt, d)
+		half := len(readyAt) == spec.N/2
 		mu.Unlock()
+		if half && spec.MemProfile != "" {
+			// What is live while half the starts still wait.
+			goruntime.GC()
+			if err := writeHeapProfile(spec.MemProfile, "half"); err != nil {
+				fmt.Fprintln(os.Stderr, "benchreport:", err)
+			}
+		}
 	})
 	elapsed := time.Since(begin)
 	stopPeaks()
@@ -535,7 +543,10 @@ func prepareRaw(ctx context.Context, client kubernetes.Interface, spec spawnRun)
 	}
 	return func(ctx context.Context, first, n int, readyFn func()) error {
 		return spawnAll(ctx, first, n, func(ctx context.Context, i int) error {
-			pod := pods[i]
+			// The least a hub does to have a pod of its own for a
+			// spawn: a copy of its template (here the user's rendering,
+			// made before the clock, so both sides send the same bytes).
+			pod := pods[i].DeepCopy()
 			if err := rawCreate(ctx, client, ns, pod); err != nil {
 				return fmt.Errorf("creating pod %s: %w", pod.Name, err)
 			}
@@ -543,7 +554,8 @@ func prepareRaw(ctx context.Context, client kubernetes.Interface, spec spawnRun)
 			// rendering is too): keeping all of them referenced would
 			// hold the raw side's heap at its peak through the run and
 			// spare it the runtime's work of returning memory as the
-			// heap shrinks, which spawnkit's side pays.
+			// heap shrinks, which spawnkit's side pays. The templates
+			// go as they are used, too.
 			pods[i] = nil
 			select {
 			case <-ready[pod.Name]:
