@@ -463,6 +463,17 @@ func (m *Manager) runStart(e *entry, op *operation, sp *Spawner, stream *Stream,
 	defer m.ops.Done()
 	defer close(op.done)
 	defer op.cancel(nil)
+	// podChanged skipped the pod's changes while the start ran: the
+	// server is reconciled from the cache once it has ended (after the
+	// phase below is set and the operation is gone). Not a detached
+	// start: its pod, if any, is the next Manager's to follow, and this
+	// one must not judge it.
+	detached := false
+	defer func() {
+		if !detached {
+			m.enqueue(e.key)
+		}
+	}()
 	began := m.opts.Clock.Now()
 	url, err := do(op.ctx)
 	if op.kind == "start" {
@@ -500,6 +511,7 @@ func (m *Manager) runStart(e *entry, op *operation, sp *Spawner, stream *Stream,
 	case reason == ReasonDetached:
 		// The Manager is shutting down: the pod is left starting for the
 		// next Manager, and this one reports what it knows.
+		detached = true
 		stream.Close()
 		return
 	case e.status.Phase == PhaseStopping:

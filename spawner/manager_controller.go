@@ -124,6 +124,14 @@ func (m *Manager) Start(ctx context.Context) error {
 
 // podChanged enqueues the server a pod belongs to. It runs in the
 // informer's goroutine and only reads the pod's annotations.
+//
+// A server whose start (or resume) is in flight is not enqueued, unless
+// its pod is unschedulable: the start owns the phase and follows the pod
+// itself, so a reconcile could only check UnschedulableTimeout (observe),
+// and it would cost a worker's wake-up for each of the pod's updates
+// while it starts. runStart enqueues the server when the start ends, so
+// a change the start did not see (the pod ended just after it was ready)
+// is reconciled then, from the cache.
 func (m *Manager) podChanged(pod *reflector.Pod, _ bool) {
 	user, ok := pod.Annotations.Lookup(naming.AnnotationUsername)
 	if !ok || !m.manages(pod) {
@@ -131,11 +139,35 @@ func (m *Manager) podChanged(pod *reflector.Pod, _ bool) {
 	}
 	key := serverKey{user, pod.Annotations.Get(naming.AnnotationServername)}
 	m.mu.Lock()
+	q, e := m.queue, m.servers[key]
+	m.mu.Unlock()
+	if q == nil {
+		return
+	}
+	if e != nil && !unschedulable(pod) {
+		e.mu.Lock()
+		starting := e.op != nil && (e.op.kind == "start" || e.op.kind == "resume")
+		e.mu.Unlock()
+		if starting {
+			return
+		}
+	}
+	q.Add(key)
+}
+
+// enqueue asks the workers to reconcile a server.
+func (m *Manager) enqueue(key serverKey) {
+	m.mu.Lock()
 	q := m.queue
 	m.mu.Unlock()
 	if q != nil {
 		q.Add(key)
 	}
+}
+
+// unschedulable reports whether the scheduler found no node for pod.
+func unschedulable(pod *reflector.Pod) bool {
+	return pod.Scheduled.Status == corev1.ConditionFalse && pod.Scheduled.Reason == corev1.PodReasonUnschedulable
 }
 
 func (m *Manager) processNext(ctx context.Context, log logr.Logger) bool {
@@ -384,7 +416,7 @@ func (m *Manager) checkUnschedulable(ctx context.Context, e *entry, op *operatio
 	if err != nil || !ok {
 		return
 	}
-	if c := pod.Scheduled; c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+	if c := pod.Scheduled; unschedulable(pod) {
 		since := m.opts.Clock.Since(c.LastTransitionTime.Time)
 		if since >= limit {
 			op.cancel(fmt.Errorf("%w (%s): %s", ErrUnschedulable, limit, c.Message))

@@ -740,3 +740,55 @@ func TestManagerReportsAFailureBeforeDeletingThePod(t *testing.T) {
 		t.Error("no pod DELETE was sent")
 	}
 }
+
+// TestManagerSeesAnExitAtTheEndOfAStart: while a start is in flight the
+// Manager does not reconcile its server on each pod change (the start
+// follows the pod), so a pod that ends after the start saw it ready but
+// before the start returned must be reconciled when the start ends. The
+// PodURL hook runs in that window: it makes the pod exit and waits until
+// the Manager's cache has seen it. The server must then fail at once, not
+// at the next resync (an hour away here).
+func TestManagerSeesAnExitAtTheEndOfAStart(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := ctxTimeout(t, 90*time.Second)
+	pods, err := sharedRegistry(t).Pods(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pods.Release()
+	hooks := Hooks{PodURL: func(s *Spawner, pod *reflector.Pod, url string) string {
+		setPodStatus(t, ctx, pod.Namespace, pod.Name, exitWith(3, "Error"))
+		for ctx.Err() == nil {
+			if p, ok, err := pods.Get(ctx, pod.Namespace, pod.Name); err == nil && ok && p.Phase == corev1.PodFailed {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return url
+	}}
+	m, _ := runManager(t, ManagerOptions{Config: baseConfig(ns), Hooks: hooks, ResyncInterval: time.Hour})
+	s := naming.Server{Username: "exits-at-the-end"}
+	w := m.Watch(ctx)
+	if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var phases []Phase
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case st := <-w:
+			if st.User != s.Username {
+				continue
+			}
+			phases = append(phases, st.Phase)
+			if st.Phase == PhaseFailed {
+				if st.Reason != ReasonExited || st.ExitCode == nil || *st.ExitCode != 3 {
+					t.Errorf("failed with %+v; want reason %s, exit code 3", st, ReasonExited)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the server never failed after its pod exited at the end of its start; phases %v", phases)
+		}
+	}
+}
