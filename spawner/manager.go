@@ -466,8 +466,9 @@ func (m *Manager) runStart(e *entry, op *operation, sp *Spawner, stream *Stream,
 	// podChanged skipped the pod's changes while the start ran: the
 	// server is reconciled from the cache once it has ended (after the
 	// phase below is set and the operation is gone). Not a detached
-	// start: its pod, if any, is the next Manager's to follow, and this
-	// one must not judge it.
+	// start (the Manager is shutting down or lost its leadership): its
+	// pod, if any, is the next leader's to follow and judge; a follower
+	// learns of it from the pod's next change or the resync, as before.
 	detached := false
 	defer func() {
 		if !detached {
