@@ -85,7 +85,7 @@
 // spawnkit runs without events (events_enabled false; then neither side
 // of the manager rows watches them).
 //
-//	go run ./internal/benchreport -repeats 3 -json bench-report.json
+//	go run ./internal/benchreport -repeats 5 -json bench-report.json
 //	go run ./internal/benchreport -quick -only start
 //	go run ./internal/benchreport -only manager -sizes 1000 -cpuprofile /tmp/spawn
 package main
@@ -181,7 +181,7 @@ type Env struct {
 func main() {
 	flags := flag.NewFlagSet("benchreport", flag.ExitOnError)
 	sizes := flags.String("sizes", "100,1000", "concurrent spawns of the start and manager rows, comma-separated: one row each")
-	repeats := flags.Int("repeats", 3, "runs per side and row")
+	repeats := flags.Int("repeats", 5, "runs per side and row (the spawn rows are noisy on 2 cores: a median of 5 moves less than one of 3)")
 	quick := flags.Bool("quick", false, "a smoke run: small sizes (20), 1,000 poll pods, unless -sizes or -poll-pods are given")
 	only := flags.String("only", "", "run only these row groups, comma-separated: "+groupNames())
 	pollPods := flags.Int("poll-pods", 10_000, "pods in the cache for the poll rows")
