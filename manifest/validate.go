@@ -223,14 +223,13 @@ func restrict(psc *corev1.PodSecurityContext, csc *corev1.SecurityContext) (*cor
 	return psc, csc
 }
 
-// validKeys and validValues hold label and annotation keys, and label
-// values, found valid. The keys of a hub's objects, and most label
-// values, are a few, the same on every start, while checking one runs
-// regular expressions: each is checked once per process. Invalid ones are
+// validKeys holds label and annotation keys found valid. The keys of a
+// hub's objects are a few, the same on every start, while checking one
+// runs regular expressions: each is checked once per process. Invalid ones are
 // not kept (their errors are built each time), and each set stops growing
 // at maxValid entries, so that names made from user input (a user's
 // label value) cannot grow it without bound.
-var validKeys, validValues validSet
+var validKeys validSet
 
 const maxValid = 4096
 
@@ -257,6 +256,35 @@ func (v *validSet) check(s string, validate func(string) []string) []string {
 // isQualifiedName is validation.IsQualifiedName, remembering valid keys.
 func isQualifiedName(k string) []string { return validKeys.check(k, validation.IsQualifiedName) }
 
-// isValidLabelValue is validation.IsValidLabelValue, remembering valid
-// values.
-func isValidLabelValue(v string) []string { return validValues.check(v, validation.IsValidLabelValue) }
+// isValidLabelValue is validation.IsValidLabelValue. A valid value is
+// recognised by labelValueOK, without the regular expression (each user's
+// own label value is new, so a cache would not help); only an invalid one
+// is handed to apimachinery, for its verdict and messages.
+func isValidLabelValue(v string) []string {
+	if labelValueOK(v) {
+		return nil
+	}
+	return validation.IsValidLabelValue(v)
+}
+
+// labelValueOK reports whether v is a valid label value: at most 63
+// characters, empty or alphanumeric at both ends, with '-', '_' and '.'
+// allowed between (apimachinery's LabelValueMaxLength and
+// labelValueFmt). TestLabelValueOKMatchesApimachinery holds it to
+// validation.IsValidLabelValue.
+func labelValueOK(v string) bool {
+	if len(v) > validation.LabelValueMaxLength {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if alnum {
+			continue
+		}
+		if i == 0 || i == len(v)-1 || (c != '-' && c != '_' && c != '.') {
+			return false
+		}
+	}
+	return true
+}
