@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/naming"
@@ -757,7 +758,20 @@ func TestManagerSeesAnExitAtTheEndOfAStart(t *testing.T) {
 	}
 	defer pods.Release()
 	hooks := Hooks{PodURL: func(s *Spawner, pod *reflector.Pod, url string) string {
-		setPodStatus(t, ctx, pod.Namespace, pod.Name, exitWith(3, "Error"))
+		// The hook runs in the start's goroutine: errors, not t.Fatal.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			p, err := cluster.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			exitWith(3, "Error")(p)
+			_, err = cluster.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Errorf("making pod %s/%s exit: %v", pod.Namespace, pod.Name, err)
+			return url
+		}
 		for ctx.Err() == nil {
 			if p, ok, err := pods.Get(ctx, pod.Namespace, pod.Name); err == nil && ok && p.Phase == corev1.PodFailed {
 				break
