@@ -253,16 +253,16 @@ func (n *Namer) validate(names Names) error {
 	}{
 		// A pod name doubles as its hostname and, with internal SSL or
 		// services, a service name: keep it a DNS label.
-		{"pod_name", n.pod.text, names.Pod, validation.IsDNS1123Label},
-		{"secret_name", n.secret.text, names.Secret, validation.IsDNS1123Subdomain},
-		{"pvc_name", n.pvc.text, names.PVC, validation.IsDNS1123Subdomain},
-		{"dns_name", n.dns.text, names.DNS, validation.IsDNS1123Subdomain},
+		{"pod_name", n.pod.text, names.Pod, isDNS1123Label},
+		{"secret_name", n.secret.text, names.Secret, isDNS1123Subdomain},
+		{"pvc_name", n.pvc.text, names.PVC, isDNS1123Subdomain},
+		{"dns_name", n.dns.text, names.DNS, isDNS1123Subdomain},
 	}
 	if n.opts.UserNamespaces {
 		checks = append(checks, struct {
 			field, template, value string
 			check                  func(string) []string
-		}{"namespace", n.namespace.text, names.Namespace, validation.IsDNS1123Label})
+		}{"namespace", n.namespace.text, names.Namespace, isDNS1123Label})
 	}
 	var errs []error
 	for _, c := range checks {

@@ -60,7 +60,11 @@
 // than the decoder's one allocation a string and keeps what a pass over
 // many cached pods reads close together. A cached pod shares no memory
 // with the decoded one. TestNewPodKeepsTheContract checks each kept field,
-// TestNewPodInterning the sharing.
+// TestNewPodInterning the sharing. An update of a cached pod whose uid,
+// labels and kept annotations are unchanged (a status change: a starting
+// pod has five or so) shares the name, uid, labels and annotations of the
+// version it replaces instead of building them again
+// (TestNewPodFromTheCachedVersion, TestCachedUpdatesFollowMetadataChanges).
 //
 // Pods handed to hooks from the cache (spawner's PodURL) are these
 // compact pods; a hook that needs more of a pod reads it from the API

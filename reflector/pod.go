@@ -142,14 +142,24 @@ func (p Pairs) Map() map[string]string {
 // own strings (name, uid, resourceVersion, messages, IPs, the owner's
 // names, the recorded State) copied into one allocation. pod is not
 // changed and the result shares none of its memory.
-func NewPod(pod *corev1.Pod) *Pod {
+func NewPod(pod *corev1.Pod) *Pod { return newPod(pod, nil) }
+
+// newPod is NewPod for an update of prev, the version of the pod the
+// cache holds (nil for none). While the pod keeps its uid, labels and
+// kept annotations (a pod's status changes five or so times as it
+// starts; its labels and annotations seldom), the new version shares
+// prev's name, uid, labels and annotations instead of building and
+// sorting them again. Sharing is all or nothing, so that a version's
+// strings come from at most its own copy and one earlier version's.
+func newPod(pod *corev1.Pod, prev *Pod) *Pod {
+	shared := prev != nil && prev.UID == pod.UID && prev.Name == pod.Name &&
+		prev.Labels.equalMap(pod.Labels, nil) && prev.Annotations.equalMap(pod.Annotations, keptAnnotation)
 	out := &Pod{
 		Namespace:         intern(pod.Namespace),
 		Name:              pod.Name,
 		UID:               pod.UID,
 		ResourceVersion:   pod.ResourceVersion,
 		CreationTimestamp: pod.CreationTimestamp,
-		Labels:            pairsOf(pod.Labels, nil, true),
 		NodeName:          intern(pod.Spec.NodeName),
 		Ports:             portsOf(pod.Spec.Containers),
 		Phase:             corev1.PodPhase(intern(string(pod.Status.Phase))),
@@ -164,15 +174,20 @@ func NewPod(pod *corev1.Pod) *Pod {
 	if t := pod.DeletionTimestamp; t != nil {
 		out.DeletionTimestamp = &metav1.Time{Time: t.Time}
 	}
-	// Annotation values are mostly the pod's own (a start id, a state),
-	// not worth interning; one that repeats a label (the owner's names
-	// usually do) shares the label's string.
-	out.Annotations = pairsOf(pod.Annotations, keptAnnotation, false)
-	for i, a := range out.Annotations {
-		for _, l := range out.Labels {
-			if l.Value == a.Value {
-				out.Annotations[i].Value = l.Value
-				break
+	if shared {
+		out.Name, out.UID, out.Labels, out.Annotations = prev.Name, prev.UID, prev.Labels, prev.Annotations
+	} else {
+		out.Labels = pairsOf(pod.Labels, nil, true)
+		// Annotation values are mostly the pod's own (a start id, a
+		// state), not worth interning; one that repeats a label (the
+		// owner's names usually do) shares the label's string.
+		out.Annotations = pairsOf(pod.Annotations, keptAnnotation, false)
+		for i, a := range out.Annotations {
+			for _, l := range out.Labels {
+				if l.Value == a.Value {
+					out.Annotations[i].Value = l.Value
+					break
+				}
 			}
 		}
 	}
@@ -184,7 +199,7 @@ func NewPod(pod *corev1.Pod) *Pod {
 			out.Scheduled = conditionOf(c)
 		}
 	}
-	out.ownStrings()
+	out.ownStrings(!shared)
 	return out
 }
 
@@ -195,23 +210,18 @@ func NewPod(pod *corev1.Pod) *Pod {
 // a pass over 100,000 cached pods (orphan.List, recovery) misses the CPU's
 // caches less. A string that two fields share (an annotation repeating a
 // label) stays shared.
-func (p *Pod) ownStrings() {
+//
+// Without meta, the name, uid, labels and annotations are an earlier
+// version's (newPod), already owned, and left alone.
+func (p *Pod) ownStrings(meta bool) {
 	var buf [32]*string // on the stack for all but an odd pod
-	fields := append(buf[:0], &p.Name, (*string)(&p.UID), &p.ResourceVersion, &p.Message, &p.PodIP,
-		&p.Ready.Message, &p.Scheduled.Message)
-	for i, l := range p.Labels {
-		if !internedLabelValue(l.Key, l.Value) {
-			fields = append(fields, &p.Labels[i].Value)
-		}
+	fields := buf[:0]
+	if meta {
+		fields = append(fields, &p.Name, (*string)(&p.UID))
 	}
-annotations:
-	for i, a := range p.Annotations {
-		for _, l := range p.Labels {
-			if internedLabelValue(l.Key, l.Value) && unsafe.StringData(l.Value) == unsafe.StringData(a.Value) {
-				continue annotations // shares an interned label value
-			}
-		}
-		fields = append(fields, &p.Annotations[i].Value)
+	fields = append(fields, &p.ResourceVersion, &p.Message, &p.PodIP, &p.Ready.Message, &p.Scheduled.Message)
+	if meta {
+		fields = p.pairStrings(fields)
 	}
 	for _, cs := range [][]ContainerStatus{p.InitContainerStatuses, p.ContainerStatuses} {
 		for i := range cs {
@@ -253,6 +263,46 @@ next:
 		*f = unsafe.String(&slab[start], len(s))
 		done = append(done, moved{s, *f})
 	}
+}
+
+// pairStrings appends to fields the pod's own strings among its label
+// and annotation values.
+func (p *Pod) pairStrings(fields []*string) []*string {
+	for i, l := range p.Labels {
+		if !internedLabelValue(l.Key, l.Value) {
+			fields = append(fields, &p.Labels[i].Value)
+		}
+	}
+annotations:
+	for i, a := range p.Annotations {
+		for _, l := range p.Labels {
+			if internedLabelValue(l.Key, l.Value) && unsafe.StringData(l.Value) == unsafe.StringData(a.Value) {
+				continue annotations // shares an interned label value
+			}
+		}
+		fields = append(fields, &p.Annotations[i].Value)
+	}
+	return fields
+}
+
+// equalMap reports whether p holds exactly the pairs of m whose key keep
+// accepts (all with a nil keep).
+func (p Pairs) equalMap(m map[string]string, keep func(string) bool) bool {
+	n := 0
+	for k := range m {
+		if keep == nil || keep(k) {
+			n++
+		}
+	}
+	if n != len(p) {
+		return false
+	}
+	for _, kv := range p {
+		if v, ok := m[kv.Key]; !ok || v != kv.Value {
+			return false
+		}
+	}
+	return true
 }
 
 // internedLabelValue reports whether pairsOf interns the value of label

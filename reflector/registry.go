@@ -274,7 +274,7 @@ func (r *Registry) newInformer(key Key, h *health) cache.SharedIndexInformer {
 		if rc := r.restClient(); rc != nil {
 			list, watchFn = uncompressed(rc, "pods", key.Namespace, func() runtime.Object { return &corev1.PodList{} })
 		}
-		transform = TransformPod
+		// updateTransform below, once the store exists.
 	case ResourceEvents:
 		example = &corev1.Event{}
 		events := r.client.CoreV1().Events(key.Namespace)
@@ -305,9 +305,30 @@ func (r *Registry) newInformer(key Key, h *health) cache.SharedIndexInformer {
 		Indexers:          indexers,
 		ObjectDescription: key.String(),
 	})
+	if key.Resource == ResourcePods {
+		transform = updateTransform(inf.GetIndexer())
+	}
 	// The transform must be set before the informer runs.
 	_ = inf.SetTransform(transform)
 	return inf
+}
+
+// updateTransform is TransformPod for the informer whose store is
+// cached: a pod the cache already holds is made from the cached version
+// (newPod), which the store only replaces with what this transform
+// returns. The store is safe to read from the transform's goroutine.
+func updateTransform(cached cache.Store) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return obj, nil
+		}
+		var prev *Pod
+		if old, exists, err := cached.GetByKey(podKey(pod.Namespace, pod.Name)); err == nil && exists {
+			prev, _ = old.(*Pod)
+		}
+		return newPod(pod, prev), nil
+	}
 }
 
 // restClient is the client's core/v1 REST client, or nil when it has

@@ -43,8 +43,14 @@ func TestStartUsesTheRenderingDoneAhead(t *testing.T) {
 			if tc.otherID {
 				rendered.UserID = 42 // the Manager's caller named the server with another id
 			}
-			if _, err := s.Start(ctx, StartOptions{planned: &planned{objects: objs, startID: "feedc0ffee000001", server: rendered, names: namesOf(st)}}); err != nil {
+			ahead := &planned{objects: objs, startID: "feedc0ffee000001", server: rendered, names: namesOf(st)}
+			if _, err := s.Start(ctx, StartOptions{planned: ahead}); err != nil {
 				t.Fatal(err)
+			}
+			// The caller's options outlive the start (the Manager's
+			// closure does); a rendering the start used is not kept by them.
+			if used := ahead.objects == nil; used != tc.wantOwn {
+				t.Errorf("the rendering handed over was released: %v, want %v (released once used)", used, tc.wantOwn)
 			}
 			pod, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, s.State().PodName, metav1.GetOptions{})
 			if err != nil {

@@ -37,6 +37,7 @@ import (
 // claim; a Start whose ctx is cancelled with ErrDetach as the cause
 // returns at once and leaves everything in place for Resume.
 func (s *Spawner) Start(ctx context.Context, opts StartOptions) (string, error) {
+	growStack()
 	ctx, done := s.beginOp(ctx)
 	defer done()
 	if err := s.acquire(ctx); err != nil {
@@ -248,8 +249,12 @@ func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *startObjects, 
 func (s *Spawner) objectsFor(ctx context.Context, run *startRun, opts *StartOptions, em *emitter) (*startObjects, Step, error) {
 	st := s.State()
 	var o *startObjects
-	if p := opts.planned; p != nil && p.server == s.server && p.names == namesOf(st) {
+	if p := opts.planned; p != nil && p.objects != nil && p.server == s.server && p.names == namesOf(st) {
+		// Taken, not shared: the caller's StartOptions (the Manager's
+		// closure) live as long as the start, the rendering only until
+		// its objects are made.
 		o, run.startID = p.objects, p.startID
+		p.objects = nil
 	} else {
 		run.startID = newStartID()
 		var err error
@@ -472,6 +477,7 @@ func (s *Spawner) waitErr(ctx, wctx context.Context, cfg *Config, err error) err
 // cancelled by Stop and Close, and deletes the pod when the server fails
 // (but not when detached). Without a pod it returns ErrNoPod.
 func (s *Spawner) Resume(ctx context.Context, opts StartOptions) (string, error) {
+	growStack()
 	ctx, done := s.beginOp(ctx)
 	defer done()
 	if err := s.acquire(ctx); err != nil {

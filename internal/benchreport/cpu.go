@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -36,6 +38,12 @@ func startProfile(path string) (stop func() error, err error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("creating the CPU profile: %w", err)
+	}
+	if hz, _ := strconv.Atoi(os.Getenv("BENCHREPORT_PROFILE_HZ")); hz > 0 {
+		// Diagnostic: more samples than pprof's 100 Hz in a short window
+		// (pprof then warns that the rate is already set, and its profile
+		// states 100 Hz: compare such profiles only with each other).
+		runtime.SetCPUProfileRate(hz)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		_ = f.Close()
