@@ -62,9 +62,14 @@
 // with the decoded one. TestNewPodKeepsTheContract checks each kept field,
 // TestNewPodInterning the sharing. An update of a cached pod whose uid,
 // labels and kept annotations are unchanged (a status change: a starting
-// pod has five or so) shares the name, uid, labels and annotations of the
-// version it replaces instead of building them again
-// (TestNewPodFromTheCachedVersion, TestCachedUpdatesFollowMetadataChanges).
+// pod has five or so) shares the name, uid, labels and annotations of a
+// cached version instead of building them again
+// (TestNewPodFromTheCachedVersion, TestCachedUpdatesFollowMetadataChanges,
+// TestUpdateTransform). Such a pod's strings then lie in two
+// allocations, its own and the one of the version that last built its
+// metadata (usually the first; it also holds that version's
+// resourceVersion and messages, a few bytes more per pod); the figures
+// below are for pods as first listed.
 //
 // Pods handed to hooks from the cache (spawner's PodURL) are these
 // compact pods; a hook that needs more of a pod reads it from the API
@@ -76,8 +81,8 @@
 // namespace index, the resource version comparison of updates and the
 // tombstones (cache.DeletedFinalStateUnknown) of pods whose deletion a
 // relist discovers all work on it, and OnChange unwraps such tombstones.
-// TransformPod passes a *Pod through unchanged, so client-go may hand it
-// an object twice.
+// The pod transform passes a *Pod through unchanged, so client-go may
+// hand it an object twice.
 //
 // The informers list and watch in protobuf and ask for responses without
 // gzip (Accept-Encoding: identity), as kube-scheduler and

@@ -144,8 +144,10 @@ func (p Pairs) Map() map[string]string {
 // changed and the result shares none of its memory.
 func NewPod(pod *corev1.Pod) *Pod { return newPod(pod, nil) }
 
-// newPod is NewPod for an update of prev, the version of the pod the
-// cache holds (nil for none). While the pod keeps its uid, labels and
+// newPod is NewPod for an update of prev, a version of the pod the cache
+// holds (nil for none; not always the latest: the informer may still be
+// storing a newer one, which does not matter, as only values equal to
+// the update's are shared). While the pod keeps its uid, labels and
 // kept annotations (a pod's status changes five or so times as it
 // starts; its labels and annotations seldom), the new version shares
 // prev's name, uid, labels and annotations instead of building and

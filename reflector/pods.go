@@ -137,11 +137,13 @@ func (p *Pods) Namespace() string { return p.h.e.key.Namespace }
 // Status returns the informer's health.
 func (p *Pods) Status() Status { return p.h.e.status() }
 
-// TransformPod is the pod informers' transform: it turns a *Pod
-// into the *Pod the cache keeps (NewPod), so that a hub with thousands of
-// servers keeps a small cache. A *Pod, the transform's own output, is
-// returned as it is (client-go may hand the transform objects it has
-// already transformed), and so is any other object.
+// TransformPod turns a *corev1.Pod into the *Pod the cache keeps
+// (NewPod), so that a hub with thousands of servers keeps a small cache.
+// A *Pod, the transform's own output, is returned as it is (client-go may
+// hand the transform objects it has already transformed), and so is any
+// other object. The Registry's pod informers use it in a form that also
+// reads the pod's cached version (an update shares its unchanged
+// metadata, see NewPod); the result is the same.
 func TransformPod(obj any) (any, error) {
 	if pod, ok := obj.(*corev1.Pod); ok {
 		return NewPod(pod), nil

@@ -314,9 +314,10 @@ func (r *Registry) newInformer(key Key, h *health) cache.SharedIndexInformer {
 }
 
 // updateTransform is TransformPod for the informer whose store is
-// cached: a pod the cache already holds is made from the cached version
-// (newPod), which the store only replaces with what this transform
-// returns. The store is safe to read from the transform's goroutine.
+// cached: a pod the cache already holds is made with its cached version
+// (newPod). The transform runs with client-go's queue locked and takes
+// only the store's read lock, which the informer never holds while it
+// waits for the queue's.
 func updateTransform(cached cache.Store) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		pod, ok := obj.(*corev1.Pod)

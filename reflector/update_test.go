@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -143,5 +144,46 @@ func TestCachedUpdatesFollowMetadataChanges(t *testing.T) {
 	}
 	if first.Labels.Get("component") != "singleuser-server" || second.Annotations.Get("spawnkit.dev/start-id") != "1111" {
 		t.Error("an earlier cached version changed")
+	}
+}
+
+// The Registry's pod transform reads the pod's cached version from the
+// store (by namespace/name), passes its own output and anything else
+// through, and makes what NewPod makes.
+func TestUpdateTransform(t *testing.T) {
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	transform := updateTransform(store)
+	v1 := fullPod()
+	out, err := transform(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, ok := out.(*Pod)
+	if !ok || !reflect.DeepEqual(first, NewPod(v1)) {
+		t.Fatalf("a new pod became %#v, want NewPod's", out)
+	}
+	if again, _ := transform(first); again != first {
+		t.Error("a cached pod handed back to the transform was not passed through")
+	}
+	other := cache.DeletedFinalStateUnknown{Key: "jhub/jupyter-alice", Obj: first}
+	if got, _ := transform(other); !reflect.DeepEqual(got, other) {
+		t.Errorf("a tombstone became %#v", got)
+	}
+	if err := store.Add(first); err != nil {
+		t.Fatal(err)
+	}
+	v2 := fullPod()
+	v2.ResourceVersion, v2.Status.Message = "43", "updated"
+	out, _ = transform(v2)
+	second := out.(*Pod)
+	if !reflect.DeepEqual(second, NewPod(v2)) || &second.Labels[0] != &first.Labels[0] {
+		t.Error("an update of a cached pod is not NewPod's result sharing the cached labels")
+	}
+	// Another namespace's pod of the same name has nothing to share.
+	elsewhere := fullPod()
+	elsewhere.Namespace, elsewhere.UID = "other", "uid-other"
+	out, _ = transform(elsewhere)
+	if p := out.(*Pod); &p.Labels[0] == &first.Labels[0] || !reflect.DeepEqual(p, NewPod(elsewhere)) {
+		t.Error("a pod of another namespace shared the cached pod's labels")
 	}
 }

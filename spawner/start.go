@@ -37,7 +37,6 @@ import (
 // claim; a Start whose ctx is cancelled with ErrDetach as the cause
 // returns at once and leaves everything in place for Resume.
 func (s *Spawner) Start(ctx context.Context, opts StartOptions) (string, error) {
-	growStack()
 	ctx, done := s.beginOp(ctx)
 	defer done()
 	if err := s.acquire(ctx); err != nil {
@@ -148,6 +147,7 @@ func (s *Spawner) createAndWait(ctx context.Context, run *startRun, o *startObje
 	if err != nil {
 		return "", s.failStart(ctx, run, step, reason, err)
 	}
+	growStack() // right before the deepest call: no wait in between for a GC to shrink the stack again
 	created, err := s.createPod(ctx, run, h.pods, h.sub, o.Pod)
 	if err != nil {
 		return "", s.failStart(ctx, run, StepPod, collisionReason(err), err)
@@ -249,13 +249,16 @@ func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *startObjects, 
 func (s *Spawner) objectsFor(ctx context.Context, run *startRun, opts *StartOptions, em *emitter) (*startObjects, Step, error) {
 	st := s.State()
 	var o *startObjects
-	if p := opts.planned; p != nil && p.objects != nil && p.server == s.server && p.names == namesOf(st) {
-		// Taken, not shared: the caller's StartOptions (the Manager's
-		// closure) live as long as the start, the rendering only until
-		// its objects are made.
-		o, run.startID = p.objects, p.startID
+	if p := opts.planned; p != nil {
+		if p.objects != nil && p.server == s.server && p.names == namesOf(st) {
+			o, run.startID = p.objects, p.startID
+		}
+		// Taken (or of no use), not kept: the caller's StartOptions (the
+		// Manager's closure) live as long as the start, the rendering
+		// only until its objects are made.
 		p.objects = nil
-	} else {
+	}
+	if o == nil {
 		run.startID = newStartID()
 		var err error
 		if o, err = plan(ctx, s.server, &s.b.cfg, &s.names, &st, opts, run.startID); err != nil {
@@ -477,7 +480,6 @@ func (s *Spawner) waitErr(ctx, wctx context.Context, cfg *Config, err error) err
 // cancelled by Stop and Close, and deletes the pod when the server fails
 // (but not when detached). Without a pod it returns ErrNoPod.
 func (s *Spawner) Resume(ctx context.Context, opts StartOptions) (string, error) {
-	growStack()
 	ctx, done := s.beginOp(ctx)
 	defer done()
 	if err := s.acquire(ctx); err != nil {

@@ -35,7 +35,7 @@ const (
 // server pods exist in a namespace (made as spawner.Start makes them, with
 // a kubelet's running status), and the heap that stays after a GC once a
 // pod informer has synced them is divided by n. spawnkit's side is
-// reflector.Registry.Pods (TransformPod, the uid map and the namespace
+// reflector.Registry.Pods (its compact pods, the uid map and the namespace
 // index included); raw is a plain SharedIndexInformer with a namespace
 // index and no transform. Each side's informer is stopped before the
 // other's is measured, and the order alternates between repeats. Pods

@@ -40,9 +40,9 @@ func startProfile(path string) (stop func() error, err error) {
 		return nil, fmt.Errorf("creating the CPU profile: %w", err)
 	}
 	if hz, _ := strconv.Atoi(os.Getenv("BENCHREPORT_PROFILE_HZ")); hz > 0 {
-		// Diagnostic: more samples than pprof's 100 Hz in a short window
-		// (pprof then warns that the rate is already set, and its profile
-		// states 100 Hz: compare such profiles only with each other).
+		// Diagnostic: more samples than pprof's 100 Hz in a short window.
+		// The runtime then warns that the rate is already set; the
+		// profile records the rate set here.
 		runtime.SetCPUProfileRate(hz)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
