@@ -272,6 +272,10 @@ func (r *Registry) newInformer(key Key, h *health) cache.SharedIndexInformer {
 		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) }
 		watchFn = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return pods.Watch(ctx, o) }
 		if rc := r.restClient(); rc != nil {
+			// Pods are decoded field by field, only what the cache keeps.
+			if kc, err := keptPodClient(rc); err == nil {
+				rc = kc
+			}
 			list, watchFn = uncompressed(rc, "pods", key.Namespace, func() runtime.Object { return &corev1.PodList{} })
 		}
 		// updateTransform below, once the store exists.

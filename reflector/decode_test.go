@@ -1,0 +1,145 @@
+package reflector
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/randfill"
+)
+
+// checkDecode compares NewPod of decodeKeptPod(pod's bytes) with NewPod
+// of the whole decoded pod.
+func checkDecode(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	data, err := pod.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var whole corev1.Pod
+	if err := whole.Unmarshal(data); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := decodeKeptPod(data)
+	if err != nil {
+		t.Fatalf("decodeKeptPod: %v", err)
+	}
+	if got, want := NewPod(kept), NewPod(&whole); !reflect.DeepEqual(got, want) {
+		t.Errorf("from the kept fields:\n%+v\nfrom the whole pod:\n%+v", got, want)
+	}
+}
+
+func TestDecodeKeptPodMatchesUnmarshal(t *testing.T) {
+	checkDecode(t, fullPod())
+	checkDecode(t, &corev1.Pod{})
+	f := randfill.NewWithSeed(1).NilChance(0.2).NumElements(0, 3)
+	for i := range 2000 {
+		var pod corev1.Pod
+		f.Fill(&pod)
+		// Random keys and types seldom hit what the cache keeps: some
+		// conditions become Ready and PodScheduled, some annotations
+		// spawnkit's.
+		for j := range pod.Status.Conditions {
+			switch (i + j) % 3 {
+			case 0:
+				pod.Status.Conditions[j].Type = corev1.PodReady
+			case 1:
+				pod.Status.Conditions[j].Type = corev1.PodScheduled
+			}
+		}
+		for k, v := range pod.Annotations {
+			if i%2 == 0 {
+				pod.Annotations["spawnkit.dev/"+k] = v
+			}
+		}
+		checkDecode(t, &pod)
+	}
+}
+
+func FuzzDecodeKeptPod(f *testing.F) {
+	data, _ := fullPod().Marshal()
+	f.Add(data)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var whole corev1.Pod
+		if whole.Unmarshal(data) != nil {
+			return // not a pod: whatever decodeKeptPod says
+		}
+		kept, err := decodeKeptPod(data)
+		if err != nil {
+			// Malformed input the two tell apart differently (groups
+			// with mismatched numbers, which gogo's skipping accepts):
+			// the API server sends neither.
+			return
+		}
+		if got, want := NewPod(kept), NewPod(&whole); !reflect.DeepEqual(got, want) {
+			t.Errorf("from the kept fields:\n%+v\nfrom the whole pod:\n%+v", got, want)
+		}
+	})
+}
+
+// BenchmarkDecodePod compares the informer's decoding of a realistic
+// running server pod, as the API server sends it (managedFields
+// included), and its transform: the whole pod then NewPod, against the
+// kept fields then NewPod.
+func BenchmarkDecodePod(b *testing.B) {
+	_, tmpl := realisticPodInNewNamespace(b, "decode-")
+	data, err := tmpl.Marshal()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("whole", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var p corev1.Pod
+			if err := p.Unmarshal(data); err != nil {
+				b.Fatal(err)
+			}
+			_ = NewPod(&p)
+		}
+	})
+	b.Run("kept", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := decodeKeptPod(data)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = NewPod(p)
+		}
+	})
+}
+
+// The Registry's pod informers list and watch through keptPodDecoder.
+func TestPodInformersDecodeKeptFields(t *testing.T) {
+	ns := newNamespace(t)
+	r := newRegistry(t, Options{})
+	defer r.Close()
+	before := keptPodDecodes.Load()
+	createPod(t, ns, "kept-a", nil)
+	pods, err := r.Pods(t.Context(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pods.Release()
+	if err := pods.WaitForSync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	createPod(t, ns, "kept-b", nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if p, ok, _ := pods.Get(t.Context(), ns, "kept-b"); ok {
+			if p.Labels.Get("component") != "singleuser-server" || len(p.Ports) != 0 && p.Ports[0].Container != "notebook" {
+				t.Errorf("cached %+v", p)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("kept-b never cached")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := keptPodDecodes.Load() - before; n < 2 {
+		t.Errorf("the kept-field decoder decoded %d pods or lists, want the list and the watched pod", n)
+	}
+}

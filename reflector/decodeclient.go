@@ -1,0 +1,173 @@
+package reflector
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+)
+
+// keptPodClient is rc (the client's core/v1 REST client: its transport,
+// credentials and rate limiter) with a protobuf decoder that decodes pods
+// and pod lists with decodeKeptPod, for the pod informers' lists and
+// watches. Everything else (a Status of a failed request or a watch
+// error, JSON) is decoded as before.
+func keptPodClient(rc *rest.RESTClient) (*rest.RESTClient, error) {
+	u := rc.Get().URL()
+	base := *u
+	base.Path, base.RawQuery = strings.TrimSuffix(u.Path, "/api/v1"), ""
+	if base.Path == u.Path {
+		return nil, fmt.Errorf("reflector: the core client's URL %s does not end in /api/v1", u)
+	}
+	gv := corev1.SchemeGroupVersion
+	codecs := keptPodCodecs{scheme.Codecs.WithoutConversion()}
+	return rest.NewRESTClient(&base, "/api/v1", rest.ClientContentConfig{
+		AcceptContentTypes: runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON,
+		ContentType:        runtime.ContentTypeProtobuf,
+		GroupVersion:       gv,
+		Negotiator:         runtime.NewClientNegotiator(codecs, gv),
+	}, rc.GetRateLimiter(), rc.Client)
+}
+
+// keptPodCodecs is a NegotiatedSerializer whose protobuf object decoder is
+// keptPodDecoder; the watch event framing and the rest are the wrapped
+// serializer's.
+type keptPodCodecs struct{ runtime.NegotiatedSerializer }
+
+func (c keptPodCodecs) SupportedMediaTypes() []runtime.SerializerInfo {
+	infos := slices.Clone(c.NegotiatedSerializer.SupportedMediaTypes())
+	for i := range infos {
+		if infos[i].MediaType == runtime.ContentTypeProtobuf {
+			infos[i].Serializer = keptPodDecoder{infos[i].Serializer}
+		}
+	}
+	return infos
+}
+
+// keptPodDecoder decodes v1 Pods and PodLists in Kubernetes' protobuf
+// envelope with decodeKeptPod and hands anything else to the wrapped
+// serializer. It only decodes; encoding is the wrapped serializer's.
+type keptPodDecoder struct{ runtime.Serializer }
+
+// keptPodDecodes counts the pods and pod lists keptPodDecoder decoded
+// (tests check that the informers use it).
+var keptPodDecodes atomic.Int64
+
+// protobufMagic starts every object in Kubernetes' protobuf encoding.
+var protobufMagic = []byte{0x6b, 0x38, 0x73, 0x00}
+
+func (d keptPodDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	apiVersion, kind, raw, ok := envelope(data)
+	if !ok || apiVersion != "v1" || (kind != "Pod" && kind != "PodList") {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	gvk := corev1.SchemeGroupVersion.WithKind(kind)
+	keptPodDecodes.Add(1)
+	switch kind {
+	case "Pod":
+		pod, err := decodeKeptPod(raw)
+		if err != nil {
+			return nil, nil, err
+		}
+		if p, ok := into.(*corev1.Pod); ok {
+			*p = *pod
+			pod = p
+		}
+		pod.SetGroupVersionKind(gvk)
+		return pod, &gvk, nil
+	default:
+		list, ok := into.(*corev1.PodList)
+		if !ok {
+			list = &corev1.PodList{}
+		} else {
+			*list = corev1.PodList{}
+		}
+		if err := decodeKeptPodList(raw, list); err != nil {
+			return nil, nil, err
+		}
+		list.SetGroupVersionKind(gvk)
+		return list, &gvk, nil
+	}
+}
+
+// envelope reads the runtime.Unknown that Kubernetes' protobuf encoding
+// wraps an object in: its apiVersion and kind, and the object's bytes.
+// ok is false for anything else, or for an encoded (compressed) object.
+func envelope(data []byte) (apiVersion, kind string, raw []byte, ok bool) {
+	if !bytes.HasPrefix(data, protobufMagic) {
+		return "", "", nil, false
+	}
+	encoded := false
+	err := eachField(data[len(protobufMagic):], func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case 1: // typeMeta
+			return eachField(v, func(num protowire.Number, typ protowire.Type, w []byte, _ uint64) error {
+				if typ == protowire.BytesType {
+					switch num {
+					case 1:
+						apiVersion = string(w)
+					case 2:
+						kind = string(w)
+					}
+				}
+				return nil
+			})
+		case 2:
+			raw = v
+		case 3: // contentEncoding
+			encoded = len(v) > 0
+		}
+		return nil
+	})
+	return apiVersion, kind, raw, err == nil && !encoded
+}
+
+// decodeKeptPodList decodes a v1.PodList's bytes: its list metadata and
+// each item with decodeKeptPod.
+func decodeKeptPodList(data []byte, list *corev1.PodList) error {
+	return eachField(data, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case 1:
+			return decodeListMeta(v, &list.ListMeta)
+		case 2:
+			pod, err := decodeKeptPod(v)
+			if err != nil {
+				return err
+			}
+			list.Items = append(list.Items, *pod)
+		}
+		return nil
+	})
+}
+
+func decodeListMeta(v []byte, m *metav1.ListMeta) error {
+	return eachField(v, func(num protowire.Number, typ protowire.Type, f []byte, x uint64) error {
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			m.SelfLink = string(f)
+		case num == 2 && typ == protowire.BytesType:
+			m.ResourceVersion = string(f)
+		case num == 3 && typ == protowire.BytesType:
+			m.Continue = string(f)
+		case num == 4 && typ == protowire.VarintType:
+			n := int64(x)
+			m.RemainingItemCount = &n
+		}
+		return nil
+	})
+}
