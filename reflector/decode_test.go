@@ -1,11 +1,15 @@
 package reflector
 
 import (
+	"bytes"
 	"reflect"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/randfill"
 )
 
@@ -129,7 +133,7 @@ func TestPodInformersDecodeKeptFields(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if p, ok, _ := pods.Get(t.Context(), ns, "kept-b"); ok {
-			if p.Labels.Get("component") != "singleuser-server" || len(p.Ports) != 0 && p.Ports[0].Container != "notebook" {
+			if p.Labels.Get("component") != "singleuser-server" || p.UID == "" || p.ResourceVersion == "" {
 				t.Errorf("cached %+v", p)
 			}
 			break
@@ -141,5 +145,59 @@ func TestPodInformersDecodeKeptFields(t *testing.T) {
 	}
 	if n := keptPodDecodes.Load() - before; n < 2 {
 		t.Errorf("the kept-field decoder decoded %d pods or lists, want the list and the watched pod", n)
+	}
+}
+
+// keptPodDecoder on its own: pods and pod lists in the protobuf envelope
+// come out as the whole decode would make them (into the object given,
+// when one is); a Status and a JSON pod go to the wrapped serializer.
+func TestKeptPodDecoder(t *testing.T) {
+	var proto runtime.SerializerInfo
+	for _, info := range scheme.Codecs.WithoutConversion().SupportedMediaTypes() {
+		if info.MediaType == runtime.ContentTypeProtobuf {
+			proto = info
+		}
+	}
+	dec := keptPodDecoder{proto.Serializer}
+	encode := func(obj runtime.Object) []byte {
+		t.Helper()
+		var buf bytes.Buffer
+		if err := proto.Serializer.Encode(obj, &buf); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	pod := fullPod()
+	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate}}
+	data := encode(pod)
+	var into corev1.Pod
+	got, gvk, err := dec.Decode(data, nil, &into)
+	if err != nil || got != &into || gvk == nil || gvk.Kind != "Pod" {
+		t.Fatalf("Decode(pod) = %T %v %v, want the given *corev1.Pod", got, gvk, err)
+	}
+	if !reflect.DeepEqual(NewPod(&into), NewPod(pod)) {
+		t.Errorf("decoded pod caches as %+v, want %+v", NewPod(&into), NewPod(pod))
+	}
+	if into.ManagedFields != nil || len(into.Spec.Containers[0].Env) != 0 {
+		t.Error("the decoder kept fields the cache drops")
+	}
+	list := &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: "77", Continue: "next"}, Items: []corev1.Pod{*pod, *pod}}
+	list.Items[1].Name = "second"
+	var intoList corev1.PodList
+	if got, _, err := dec.Decode(encode(list), nil, &intoList); err != nil || got != &intoList {
+		t.Fatalf("Decode(list) = %T, %v", got, err)
+	}
+	if intoList.ResourceVersion != "77" || intoList.Continue != "next" || len(intoList.Items) != 2 || intoList.Items[1].Name != "second" ||
+		!reflect.DeepEqual(NewPod(&intoList.Items[0]), NewPod(pod)) {
+		t.Errorf("decoded list: meta %+v, %d items", intoList.ListMeta, len(intoList.Items))
+	}
+	status := &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old"}
+	if got, _, err := dec.Decode(encode(status), nil, nil); err != nil {
+		t.Fatal(err)
+	} else if s, ok := got.(*metav1.Status); !ok || s.Code != 410 || s.Reason != metav1.StatusReasonExpired {
+		t.Errorf("a Status decoded as %#v", got)
+	}
+	if _, _, err := dec.Decode([]byte(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"j"}}`), nil, nil); err == nil {
+		t.Error("the protobuf decoder accepted JSON")
 	}
 }

@@ -17,10 +17,13 @@ import (
 )
 
 // keptPodClient is rc (the client's core/v1 REST client: its transport,
-// credentials and rate limiter) with a protobuf decoder that decodes pods
-// and pod lists with decodeKeptPod, for the pod informers' lists and
-// watches. Everything else (a Status of a failed request or a watch
-// error, JSON) is decoded as before.
+// credentials, timeout and rate limiter) with a protobuf decoder that
+// decodes pods and pod lists with decodeKeptPod, for the pod informers'
+// lists and watches. Everything else (a Status of a failed request or a
+// watch error, JSON) is decoded as before. Not kept from rc: a content
+// type the rest.Config chose (it always asks for protobuf) and its
+// warning handler (the API server's warnings on these requests go to
+// client-go's process-wide handler).
 func keptPodClient(rc *rest.RESTClient) (*rest.RESTClient, error) {
 	u := rc.Get().URL()
 	base := *u

@@ -359,7 +359,8 @@ func uncompressed(rc *rest.RESTClient, resource, namespace string, newList func(
 	func(context.Context, metav1.ListOptions) (watch.Interface, error)) {
 	req := func(o *metav1.ListOptions) *rest.Request {
 		// Protobuf unless the client's config chose a content type, as
-		// the typed client asks for core types.
+		// the typed client asks for core types (the pod informers'
+		// client, keptPodClient, always asks for protobuf).
 		r := rc.Get().UseProtobufAsDefault().Namespace(namespace).Resource(resource).
 			VersionedParams(o, scheme.ParameterCodec).SetHeader("Accept-Encoding", "identity")
 		if o.TimeoutSeconds != nil {
