@@ -3,9 +3,11 @@ package reflector
 import (
 	"bytes"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
-	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -130,19 +132,10 @@ func TestPodInformersDecodeKeptFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	createPod(t, ns, "kept-b", nil)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if p, ok, _ := pods.Get(t.Context(), ns, "kept-b"); ok {
-			if p.Labels.Get("component") != "singleuser-server" || p.UID == "" || p.ResourceVersion == "" {
-				t.Errorf("cached %+v", p)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("kept-b never cached")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(t, "kept-b cached", func() bool {
+		p, ok, _ := pods.Get(t.Context(), ns, "kept-b")
+		return ok && p.Labels.Get("component") == "singleuser-server" && p.UID != "" && p.ResourceVersion != ""
+	})
 	if n := keptPodDecodes.Load() - before; n < 2 {
 		t.Errorf("the kept-field decoder decoded %d pods or lists, want the list and the watched pod", n)
 	}
@@ -196,6 +189,16 @@ func TestKeptPodDecoder(t *testing.T) {
 		t.Fatal(err)
 	} else if s, ok := got.(*metav1.Status); !ok || s.Code != 410 || s.Reason != metav1.StatusReasonExpired {
 		t.Errorf("a Status decoded as %#v", got)
+	}
+	// A pod cut short in the middle of a field: an error that says what
+	// was being decoded.
+	podBytes, _ := pod.Marshal()
+	typeMeta := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "v1")
+	typeMeta = protowire.AppendString(protowire.AppendTag(typeMeta, 2, protowire.BytesType), "Pod")
+	cut := append(slices.Clone(protobufMagic), protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), typeMeta)...)
+	cut = protowire.AppendBytes(protowire.AppendTag(cut, 2, protowire.BytesType), podBytes[:len(podBytes)-3])
+	if _, _, err := dec.Decode(cut, nil, nil); err == nil || !strings.Contains(err.Error(), "v1 Pod") {
+		t.Errorf("a truncated pod: %v, want an error naming the v1 Pod", err)
 	}
 	if _, _, err := dec.Decode([]byte(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"j"}}`), nil, nil); err == nil {
 		t.Error("the protobuf decoder accepted JSON")

@@ -79,7 +79,7 @@ func (d keptPodDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, i
 	case "Pod":
 		pod, err := decodeKeptPod(raw)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("reflector: decoding a v1 Pod (%d bytes): %w", len(raw), err)
 		}
 		if p, ok := into.(*corev1.Pod); ok {
 			*p = *pod
@@ -95,7 +95,7 @@ func (d keptPodDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, i
 			*list = corev1.PodList{}
 		}
 		if err := decodeKeptPodList(raw, list); err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("reflector: decoding a v1 PodList (%d bytes, %d pods read): %w", len(raw), len(list.Items), err)
 		}
 		list.SetGroupVersionKind(gvk)
 		return list, &gvk, nil
