@@ -42,18 +42,150 @@ func keptPodClient(rc *rest.RESTClient) (*rest.RESTClient, error) {
 }
 
 // keptPodCodecs is a NegotiatedSerializer whose protobuf object decoder is
-// keptPodDecoder; the watch event framing and the rest are the wrapped
+// keptPodDecoder and whose protobuf watch event decoder is
+// watchEventDecoder; the framing and the rest are the wrapped
 // serializer's.
 type keptPodCodecs struct{ runtime.NegotiatedSerializer }
 
 func (c keptPodCodecs) SupportedMediaTypes() []runtime.SerializerInfo {
 	infos := slices.Clone(c.NegotiatedSerializer.SupportedMediaTypes())
 	for i := range infos {
-		if infos[i].MediaType == runtime.ContentTypeProtobuf {
-			infos[i].Serializer = keptPodDecoder{infos[i].Serializer}
+		if infos[i].MediaType != runtime.ContentTypeProtobuf {
+			continue
+		}
+		infos[i].Serializer = keptPodDecoder{infos[i].Serializer}
+		if ss := infos[i].StreamSerializer; ss != nil {
+			stream := *ss
+			stream.Serializer = watchEventDecoder{ss.Serializer}
+			infos[i].StreamSerializer = &stream
 		}
 	}
 	return infos
+}
+
+// watchEventDecoder decodes a watch stream's protobuf frames into
+// *metav1.WatchEvent without copying the event's object: Object.Raw is
+// the object's bytes inside data. The generated Unmarshal copies them, a
+// pod's whole encoding (managedFields and all) for every event, only for
+// client-go to decode them at once and drop the copy; it was the largest
+// allocation of a pod informer's watch. This is safe for the one caller
+// it has: client-go's watch decoder (rest/watch.Decoder) decodes
+// Object.Raw before it reads the next frame into the buffer data is in,
+// and keptPodDecoder copies what it keeps. Anything else, and any frame
+// that is not a well-formed WatchEvent of the expected wire types, goes
+// to the wrapped serializer, whose answer (or error) is then the same as
+// before.
+type watchEventDecoder struct{ runtime.Serializer }
+
+func (d watchEventDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	ev, ok := into.(*metav1.WatchEvent)
+	if !ok || len(data) == 0 { // the wrapped serializer's error for no data
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	typ, raw, ok := readWatchEvent(data)
+	if !ok {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	*ev = metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: raw}}
+	gvk := watchEventKind
+	return ev, &gvk, nil
+}
+
+// watchEventKind is the kind the wrapped serializer reports for a
+// WatchEvent: the first client-go's scheme knows it by (v1, where
+// metav1.AddToGroupVersion registers it with the core types).
+var watchEventKind = func() schema.GroupVersionKind {
+	kinds, _, err := scheme.Scheme.ObjectKinds(&metav1.WatchEvent{})
+	if err != nil || len(kinds) == 0 {
+		return schema.GroupVersionKind{Version: "v1", Kind: "WatchEvent"}
+	}
+	return kinds[0]
+}()
+
+// readWatchEvent reads a metav1.WatchEvent's protobuf encoding (type = 1,
+// object = 2, a RawExtension whose raw = 1), as the generated Unmarshal
+// would: the last occurrence of a field wins, unknown fields are skipped.
+// ok is false for anything it is not sure of (a bad tag or length, a known
+// field of another wire type), which the caller hands to the generated
+// code. raw aliases data; it is nil when no object's raw field is
+// present, and empty but not nil when one is present and empty, as
+// Unmarshal makes it.
+func readWatchEvent(data []byte) (typ string, raw []byte, ok bool) {
+	for len(data) > 0 {
+		num, wt, n := protowire.ConsumeTag(data)
+		if n < 0 {
+			return "", nil, false
+		}
+		data = data[n:]
+		if (num == 1 || num == 2) && wt != protowire.BytesType {
+			return "", nil, false
+		}
+		m := protowire.ConsumeFieldValue(num, wt, data)
+		if m < 0 {
+			return "", nil, false
+		}
+		switch num {
+		case 1:
+			v, _ := protowire.ConsumeBytes(data)
+			typ = eventType(v)
+		case 2:
+			v, _ := protowire.ConsumeBytes(data)
+			// A repeated embedded message merges into the one before:
+			// its raw field, a scalar, is replaced only if present.
+			r, ok := readRawExtension(v)
+			if !ok {
+				return "", nil, false
+			}
+			if r != nil {
+				raw = r
+			}
+		}
+		data = data[m:]
+	}
+	return typ, raw, true
+}
+
+// readRawExtension returns the raw field of a RawExtension's encoding
+// (nil if absent; the last one if repeated).
+func readRawExtension(data []byte) (raw []byte, ok bool) {
+	for len(data) > 0 {
+		num, wt, n := protowire.ConsumeTag(data)
+		if n < 0 {
+			return nil, false
+		}
+		data = data[n:]
+		if num == 1 && wt != protowire.BytesType {
+			return nil, false
+		}
+		m := protowire.ConsumeFieldValue(num, wt, data)
+		if m < 0 {
+			return nil, false
+		}
+		if num == 1 {
+			raw, _ = protowire.ConsumeBytes(data)
+			raw = raw[:len(raw):len(raw)] // an append by a reader never writes into data
+		}
+		data = data[m:]
+	}
+	return raw, true
+}
+
+// eventType is string(v) without an allocation for the types a watch
+// sends.
+func eventType(v []byte) string {
+	switch string(v) {
+	case "ADDED":
+		return "ADDED"
+	case "MODIFIED":
+		return "MODIFIED"
+	case "DELETED":
+		return "DELETED"
+	case "BOOKMARK":
+		return "BOOKMARK"
+	case "ERROR":
+		return "ERROR"
+	}
+	return string(v)
 }
 
 // keptPodDecoder decodes v1 Pods and PodLists in Kubernetes' protobuf

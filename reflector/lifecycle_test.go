@@ -21,11 +21,12 @@ func reads(ctx context.Context, p *Pods, ev *Events) map[string]error {
 	_, _, uidErr := p.GetByUID(ctx, "uid")
 	_, listErr := p.List(ctx, "")
 	_, onChangeErr := p.OnChange(func(*Pod, bool) {})
+	_, observeErr := p.Observe(func(*Pod, bool) {})
 	_, forPodErr := ev.ForPod(ctx, "ns", "name")
 	_, forUIDErr := ev.ForUID(ctx, "uid")
 	return map[string]error{
 		"Pods.WaitForSync": p.WaitForSync(ctx), "Pods.Get": getErr, "Pods.GetByUID": uidErr,
-		"Pods.List": listErr, "Pods.OnChange": onChangeErr,
+		"Pods.List": listErr, "Pods.OnChange": onChangeErr, "Pods.Observe": observeErr,
 		"Events.WaitForSync": ev.WaitForSync(ctx), "Events.ForPod": forPodErr, "Events.ForUID": forUIDErr,
 	}
 }

@@ -3,6 +3,7 @@ package reflector
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,7 +36,9 @@ func (r *Registry) Pods(ctx context.Context, namespace string) (*Pods, error) {
 	return &Pods{h: handle{r: r, e: e}}, nil
 }
 
-func (r *Registry) podChanged(e *entry, obj any, deleted bool) {
+// podChanged is the Registry's handler on a pod informer: old is the
+// cached version an update replaces (nil for an add or a deletion).
+func (r *Registry) podChanged(e *entry, old, obj any, deleted bool) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
@@ -47,7 +50,9 @@ func (r *Registry) podChanged(e *entry, obj any, deleted bool) {
 	if deleted {
 		r.forgetEvents(pod.UID, pod.Namespace, pod.Name)
 	}
-	r.notify(pod.Namespace, pod.Name)
+	prev, _ := old.(*Pod)
+	r.notifyPod(pod.Namespace, pod.Name, prev, pod)
+	e.observers.call(pod, deleted)
 }
 
 // Release gives up this handle; the informer stops when its last handle
@@ -174,6 +179,11 @@ func (p *Pods) OnChange(fn func(pod *Pod, deleted bool)) (remove func(), err err
 			fn(pod, deleted)
 		}
 	}
+	p.h.obsMu.Lock()
+	defer p.h.obsMu.Unlock()
+	if p.h.released.Load() {
+		return nil, ErrReleased
+	}
 	reg, err := p.h.e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { call(obj, false) },
 		UpdateFunc: func(_, obj any) { call(obj, false) },
@@ -182,6 +192,16 @@ func (p *Pods) OnChange(fn func(pod *Pod, deleted bool)) (remove func(), err err
 	if err != nil {
 		return nil, err
 	}
+	p.h.handlers = append(p.h.handlers, reg)
 	var once sync.Once
-	return func() { once.Do(func() { _ = p.h.e.informer.RemoveEventHandler(reg) }) }, nil
+	return func() {
+		once.Do(func() {
+			p.h.obsMu.Lock()
+			defer p.h.obsMu.Unlock()
+			if i := slices.Index(p.h.handlers, reg); i >= 0 {
+				p.h.handlers = slices.Delete(p.h.handlers, i, i+1)
+				_ = p.h.e.informer.RemoveEventHandler(reg)
+			}
+		})
+	}, nil
 }

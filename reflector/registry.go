@@ -106,13 +106,20 @@ type entry struct {
 	events *eventIndex
 	// uids maps a pod informer's pods by uid, built by its handler; nil
 	// for events.
-	uids   *podUIDs
-	refs   int // guarded by Registry.mu
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the informer has stopped
-	// synced is set once the informer has synced (which it never
-	// undoes), so that a read after that checks one atomic, not the
-	// informer's locks.
+	uids *podUIDs
+	// observers are the functions Pods.Observe added; the pod handler
+	// calls them (unused for events).
+	observers observers
+	refs      int // guarded by Registry.mu
+	cancel    context.CancelFunc
+	done      chan struct{} // closed when the informer has stopped
+	// handled is the Registry's handler on the informer: it has synced
+	// once the informer has and the handler has seen the first list (the
+	// event index, the uid map, subscriptions and observers are built
+	// from it, and lag the informer's store by the handler's queue).
+	handled cache.ResourceEventHandlerRegistration
+	// synced is set once handled has synced (which it never undoes), so
+	// that a read after that checks one atomic, not the informer's locks.
 	synced atomic.Bool
 }
 
@@ -213,9 +220,9 @@ func (r *Registry) acquire(ctx context.Context, key Key) (*entry, error) {
 	case ResourcePods:
 		e.uids = newPodUIDs()
 		handler = cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { r.podChanged(e, obj, false) },
-			UpdateFunc: func(_, obj any) { r.podChanged(e, obj, false) },
-			DeleteFunc: func(obj any) { r.podChanged(e, obj, true) },
+			AddFunc:    func(obj any) { r.podChanged(e, nil, obj, false) },
+			UpdateFunc: func(old, obj any) { r.podChanged(e, old, obj, false) },
+			DeleteFunc: func(obj any) { r.podChanged(e, nil, obj, true) },
 		}
 	case ResourceEvents:
 		e.events = newEventIndex(r.maxEvent)
@@ -223,9 +230,11 @@ func (r *Registry) acquire(ctx context.Context, key Key) (*entry, error) {
 			r.notify(ev.InvolvedObject.Namespace, ev.InvolvedObject.Name)
 		})
 	}
-	if _, err := e.informer.AddEventHandler(handler); err != nil {
+	reg, err := e.informer.AddEventHandler(handler)
+	if err != nil {
 		return nil, fmt.Errorf("reflector: watching %s: %w", key, err)
 	}
+	e.handled = reg
 	logger := logr.FromContextOrDiscard(ctx).WithValues("informer", key.String())
 	runCtx, cancel := context.WithCancel(logr.NewContext(context.WithoutCancel(ctx), logger))
 	e.cancel = cancel
@@ -393,11 +402,17 @@ type handle struct {
 	e        *entry
 	once     sync.Once
 	released atomic.Bool
+	obsMu    sync.Mutex                               // guards observed and handlers
+	observed []*observer                              // added with Pods.Observe, removed at Release
+	handlers []cache.ResourceEventHandlerRegistration // added with Pods.OnChange, removed at Release
 }
 
 func (h *handle) release() {
 	h.once.Do(func() {
-		h.released.Store(true)
+		h.obsMu.Lock()
+		h.released.Store(true) // under obsMu: Observe adds nothing after this
+		h.obsMu.Unlock()
+		h.removeObservers()
 		h.r.release(h.e)
 	})
 }
@@ -412,8 +427,9 @@ func (h *handle) waitSynced(ctx context.Context) error {
 	return waitSynced(ctx, h.e)
 }
 
-// waitSynced waits until e's first list has been delivered, or ctx ends,
-// or e stops (ErrReleased).
+// waitSynced waits until e's first list has been delivered, to the
+// store and to the Registry's handler, or ctx ends, or e stops
+// (ErrReleased).
 func waitSynced(ctx context.Context, e *entry) error {
 	select {
 	case <-e.done:
@@ -423,12 +439,12 @@ func waitSynced(ctx context.Context, e *entry) error {
 	if e.synced.Load() {
 		return nil // the common case
 	}
-	if e.informer.HasSynced() {
+	if e.handled.HasSynced() {
 		e.synced.Store(true)
 		return nil
 	}
 	select {
-	case <-e.informer.HasSyncedChecker().Done():
+	case <-e.handled.HasSyncedChecker().Done():
 		return nil
 	case <-e.done:
 		return ErrReleased

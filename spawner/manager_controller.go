@@ -85,7 +85,10 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.closeWatchers()
 	}()
 
-	remove, err := pods.OnChange(m.podChanged)
+	// Observe, not OnChange: no replay is needed (recover reads the cache
+	// once it has synced, after this), and a client-go listener of its
+	// own would cost two goroutine hand-offs for every pod change.
+	remove, err := pods.Observe(m.podChanged)
 	if err != nil {
 		return err
 	}
@@ -123,7 +126,10 @@ func (m *Manager) Start(ctx context.Context) error {
 }
 
 // podChanged enqueues the server a pod belongs to. It runs in the
-// informer's goroutine and only reads the pod's annotations.
+// Registry's pod handler (Pods.Observe), which also wakes the starts'
+// subscriptions, so it must not block: it reads the pod's labels and
+// annotations and takes the Manager's and the entry's locks briefly
+// (nothing holds them while waiting on the Registry).
 //
 // A server whose start (or resume) is in flight is not enqueued, unless
 // its pod is unschedulable: the start owns the phase and follows the pod

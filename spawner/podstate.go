@@ -90,6 +90,54 @@ func fatalReason(pod *reflector.Pod, fatal []string) (string, string) {
 	return "", ""
 }
 
+// startWakes is the wake function of a start's subscription to its pod
+// (Registry.SubscribeIf): an update wakes the start only if it can change
+// what the start waits on, in waitReady and waitPodGone: the pod's uid,
+// its deletion, its readiness, its exit, a container waiting for one of
+// the fatal reasons, or a container's image pull failing or backing off
+// (the pull tracker counts each turn to ErrImagePull). The other updates
+// of a starting pod (its binding to a node, PodScheduled, ContainerCreating
+// and the other conditions) do not: each wake-up is a goroutine hand-off,
+// about half of them in a start's life. Adds, deletions and events always
+// wake it.
+func startWakes(fatal []string) func(old, updated *reflector.Pod) bool {
+	return func(old, updated *reflector.Pod) bool {
+		return old.UID != updated.UID ||
+			(old.DeletionTimestamp == nil) != (updated.DeletionTimestamp == nil) ||
+			isReady(old) != isReady(updated) ||
+			podExit(old).Exited != podExit(updated).Exited ||
+			!sameWaits(old.InitContainerStatuses, updated.InitContainerStatuses, fatal) ||
+			!sameWaits(old.ContainerStatuses, updated.ContainerStatuses, fatal)
+	}
+}
+
+// sameWaits reports whether two versions of a pod's container statuses
+// agree on every waiting reason a start acts on: the fatal ones and the
+// image pull failures.
+func sameWaits(a, b []reflector.ContainerStatus, fatal []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || watchedWait(a[i], fatal) != watchedWait(b[i], fatal) {
+			return false
+		}
+	}
+	return true
+}
+
+// watchedWait is a container's waiting reason if a start acts on it, else "".
+func watchedWait(cs reflector.ContainerStatus, fatal []string) string {
+	w := cs.State.Waiting
+	if w == nil {
+		return ""
+	}
+	if w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff" || slices.Contains(fatal, w.Reason) {
+		return w.Reason
+	}
+	return ""
+}
+
 func allStatuses(pod *reflector.Pod) []reflector.ContainerStatus {
 	return append(slices.Clone(pod.InitContainerStatuses), pod.ContainerStatuses...)
 }

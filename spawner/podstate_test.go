@@ -193,3 +193,67 @@ func TestDerivedLimitEnv(t *testing.T) {
 		t.Errorf("the hub's MEM_LIMIT was replaced: %q", got["MEM_LIMIT"])
 	}
 }
+
+// startWakes wakes a start for the updates that can end or advance its
+// wait, and for nothing else a starting pod goes through.
+func TestStartWakes(t *testing.T) {
+	base := func(mutate ...func(*corev1.Pod)) *reflector.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "jupyter-a", UID: "uid-1", ResourceVersion: "1", Labels: map[string]string{"a": "b"}},
+			Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: "notebook"}}}}
+		for _, m := range mutate {
+			m(p)
+		}
+		return cached(p)
+	}
+	waiting := func(reason string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "m " + reason}}
+		}
+	}
+	initWaiting := func(reason string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "init",
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}}}
+		}
+	}
+	running := func(p *corev1.Pod) {
+		p.Status.Phase, p.Status.PodIP = corev1.PodRunning, "127.0.0.9"
+		p.Status.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	}
+	bound := func(p *corev1.Pod) {
+		p.ResourceVersion, p.Spec.NodeName, p.Status.HostIP = "2", "kwok-node-0", "127.0.0.2"
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
+	}
+	fatal := []string{"CreateContainerConfigError"}
+	for _, tc := range []struct {
+		name     string
+		old, new *reflector.Pod
+		want     bool
+	}{
+		{"bound to a node", base(), base(bound), false},
+		{"labels and annotations", base(), base(func(p *corev1.Pod) { p.Labels["c"] = "d"; p.Annotations = map[string]string{"spawnkit.dev/x": "y"} }), false},
+		{"ContainerCreating", base(bound), base(bound, waiting("ContainerCreating")), false},
+		{"running, not ready", base(bound, waiting("ContainerCreating")), base(bound, running, readyCondition(corev1.ConditionFalse)), false},
+		{"a waiting message changes", base(waiting("ContainerCreating")), base(waiting("ContainerCreating"), func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[0].State.Waiting.Message = "other"
+		}), false},
+		{"ready", base(bound, running, readyCondition(corev1.ConditionFalse)), base(bound, running, readyCondition(corev1.ConditionTrue)), true},
+		{"no longer ready", base(running, readyCondition(corev1.ConditionTrue)), base(running, readyCondition(corev1.ConditionFalse)), true},
+		{"being deleted", base(), base(func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }), true},
+		{"another pod of the name", base(), base(func(p *corev1.Pod) { p.UID = "uid-2" }), true},
+		{"exited", base(running), base(running, terminated(1, "Error")), true},
+		{"failed without a status", base(), base(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), true},
+		{"a pull fails", base(waiting("ContainerCreating")), base(waiting("ErrImagePull")), true},
+		{"a pull backs off", base(waiting("ErrImagePull")), base(waiting("ImagePullBackOff")), true},
+		{"a pull fails again", base(waiting("ImagePullBackOff")), base(waiting("ErrImagePull")), true},
+		{"a pull fails in an init container", base(initWaiting("PodInitializing")), base(initWaiting("ErrImagePull")), true},
+		{"a fatal reason", base(waiting("ContainerCreating")), base(waiting("CreateContainerConfigError")), true},
+		{"an init container appears", base(), base(initWaiting("ErrImagePull")), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := startWakes(fatal)(tc.old, tc.new); got != tc.want {
+				t.Errorf("startWakes = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

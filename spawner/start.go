@@ -179,7 +179,7 @@ func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *startObjects,
 			return h, StepWatch, "", err
 		}
 	}
-	h.sub = s.b.registry.Subscribe(run.ns, run.name)
+	h.sub = s.b.registry.SubscribeIf(run.ns, run.name, startWakes(o.cfg.FatalReasons))
 	if o.Namespace != nil {
 		if err := s.ensureNamespace(ctx, o.Namespace); err != nil {
 			return h, StepNamespace, "", err
@@ -508,7 +508,7 @@ func (s *Spawner) resume(ctx context.Context, em *emitter) (string, error) {
 			return "", fail(StepWatch, "", err)
 		}
 	}
-	sub := s.b.registry.Subscribe(st.Namespace, st.PodName)
+	sub := s.b.registry.SubscribeIf(st.Namespace, st.PodName, startWakes(s.b.cfg.FatalReasons))
 	defer sub.Close()
 	pod, ok, err := pods.Get(ctx, st.Namespace, st.PodName)
 	if err != nil {

@@ -96,9 +96,9 @@ func measureSpawns(ctx context.Context, env *Env, repeats int, api string) ([]Me
 				perVerb := perSpawn(nil, res.Calls, n)
 				calls = append(calls, runDetail{Repeat: r + 1, Side: side, CallsPerSpawn: perVerb})
 				timings = append(timings, runDetail{Repeat: r + 1, Side: side, Phases: &res.Phases, Memory: &res.Memory})
-				fmt.Fprintf(os.Stderr, "%s n=%d repeat %d: %-8s %s (%.1f/s), %.2f requests/spawn, %.2f CPU ms/spawn, %.0f KB and %.0f objects allocated/spawn, %d GC cycles, live heap at start %.0f MB, peak stacks %.1f MB, peak heap %.0f MB, %d page faults; %s\n",
+				fmt.Fprintf(os.Stderr, "%s n=%d repeat %d: %-8s %s (%.1f/s), %.2f requests/spawn, %.2f CPU ms/spawn, (%.2f in the kernel), %.1f+%.1f context switches/spawn, %.0f KB and %.0f objects allocated/spawn, %d GC cycles, live heap at start %.0f MB, peak stacks %.1f MB, peak heap %.0f MB, %d page faults; %s\n",
 					api, n, r+1, side, res.Elapsed.Round(time.Millisecond), float64(n)/res.Elapsed.Seconds(),
-					total(perVerb), msPer(res.CPU, n), res.Memory.AllocKBPerSpawn, res.Memory.ObjectsPerSpawn, res.Memory.GCCycles,
+					total(perVerb), msPer(res.CPU, n), res.Memory.SysCPUMsPerSpawn, res.Memory.VoluntaryPerSpawn, res.Memory.InvoluntaryPerSpawn, res.Memory.AllocKBPerSpawn, res.Memory.ObjectsPerSpawn, res.Memory.GCCycles,
 					res.Memory.LiveKBAtStart/1024, res.Memory.PeakStackKB/1024, res.Memory.PeakHeapKB/1024, res.Memory.PageFaults, res.Phases)
 			}
 			sk, okSk := results["spawnkit"]
@@ -179,6 +179,12 @@ type memory struct {
 	PeakHeapKB    float64 `json:"peak_heap_kb"`
 	// PageFaults are the minor page faults over the run.
 	PageFaults int64 `json:"page_faults"`
+	// SysCPUMsPerSpawn is the kernel's part of the CPU per spawn;
+	// Switches the threads' voluntary and involuntary context switches
+	// per spawn.
+	SysCPUMsPerSpawn    float64 `json:"sys_cpu_ms_per_spawn"`
+	VoluntaryPerSpawn   float64 `json:"voluntary_switches_per_spawn"`
+	InvoluntaryPerSpawn float64 `json:"involuntary_switches_per_spawn"`
 }
 
 // phases say when, from the start of the clock, the pod creates were
@@ -349,7 +355,7 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 	calls0 := counter.snapshot()
 	var mem0, mem1 goruntime.MemStats
 	goruntime.ReadMemStats(&mem0)
-	faults0 := pageFaults()
+	faults0, use0 := pageFaults(), rusage()
 	cpu0, err := cpuTime()
 	if err != nil {
 		return err
@@ -375,7 +381,7 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 	elapsed := time.Since(begin)
 	stopPeaks()
 	cpu1, err := cpuTime()
-	faults := pageFaults() - faults0
+	faults, use1 := pageFaults()-faults0, rusage()
 	if err != nil {
 		return err
 	}
@@ -392,14 +398,17 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 		return spawnErr
 	}
 	res := spawnResult{Elapsed: elapsed, CPU: cpu1 - cpu0, Calls: map[string]int{}, Memory: memory{
-		GCCycles:        mem1.NumGC - mem0.NumGC,
-		AllocKBPerSpawn: float64(mem1.TotalAlloc-mem0.TotalAlloc) / 1024 / float64(spec.N),
-		ObjectsPerSpawn: float64(mem1.Mallocs-mem0.Mallocs) / float64(spec.N),
-		GoroutinesAtEnd: goroutines,
-		LiveKBAtStart:   float64(mem0.HeapAlloc) / 1024,
-		PeakStackKB:     float64(peaks.stack.Load()) / 1024,
-		PeakHeapKB:      float64(peaks.heap.Load()) / 1024,
-		PageFaults:      faults,
+		GCCycles:            mem1.NumGC - mem0.NumGC,
+		AllocKBPerSpawn:     float64(mem1.TotalAlloc-mem0.TotalAlloc) / 1024 / float64(spec.N),
+		ObjectsPerSpawn:     float64(mem1.Mallocs-mem0.Mallocs) / float64(spec.N),
+		GoroutinesAtEnd:     goroutines,
+		LiveKBAtStart:       float64(mem0.HeapAlloc) / 1024,
+		PeakStackKB:         float64(peaks.stack.Load()) / 1024,
+		PeakHeapKB:          float64(peaks.heap.Load()) / 1024,
+		PageFaults:          faults,
+		SysCPUMsPerSpawn:    msPer(use1.SysCPU-use0.SysCPU, spec.N),
+		VoluntaryPerSpawn:   float64(use1.Voluntary-use0.Voluntary) / float64(spec.N),
+		InvoluntaryPerSpawn: float64(use1.Involuntary-use0.Involuntary) / float64(spec.N),
 	}}
 	res.Phases.CreatedP50, res.Phases.CreatedMax = p50max(counter.createdSince(begin))
 	mu.Lock()
