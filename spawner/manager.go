@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -190,6 +191,9 @@ type Manager struct {
 	opts    ManagerOptions
 	base    *base
 	metrics *managerMetrics
+	// reconciles counts the servers the workers reconciled (tests check
+	// that a spawn costs none).
+	reconciles atomic.Int64
 
 	mu      sync.Mutex // guards servers, run, leading, watchers
 	servers map[serverKey]*entry
@@ -234,7 +238,19 @@ type entry struct {
 	// forgotten is set when the entry leaves the Manager; a caller that
 	// still holds it looks the server up again.
 	forgotten bool
+	// skipped are the pod versions podChanged let pass while the current
+	// start or resume ran (at most maxSkipped; skippedMore if there were
+	// more), and readyVersion the version the last one found ready: see
+	// runStart.
+	skipped      []string
+	skippedMore  bool
+	readyVersion string
 }
+
+// maxSkipped bounds entry.skipped: a start sees about five versions of
+// its pod; one that sees more (a pull backing off for minutes) is
+// reconciled when it ends, as before.
+const maxSkipped = 32
 
 // operation is a start, resume or stop in flight.
 type operation struct {
@@ -453,6 +469,7 @@ func (m *Manager) beginOpLocked(run context.Context, e *entry, kind string) *ope
 	ctx, cancel := context.WithCancelCause(run)
 	op := &operation{kind: kind, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	e.op = op
+	e.skipped, e.skippedMore, e.readyVersion = e.skipped[:0], false, ""
 	m.ops.Add(1)
 	return op
 }
@@ -465,13 +482,16 @@ func (m *Manager) runStart(e *entry, op *operation, sp *Spawner, stream *Stream,
 	defer op.cancel(nil)
 	// podChanged skipped the pod's changes while the start ran: the
 	// server is reconciled from the cache once it has ended (after the
-	// phase below is set and the operation is gone). Not a detached
-	// start (the Manager is shutting down or lost its leadership): its
-	// pod, if any, is the next leader's to follow and judge; a follower
-	// learns of it from the pod's next change or the resync, as before.
-	detached := false
+	// phase below is set and the operation is gone), unless the start
+	// succeeded on the last version podChanged skipped, or on one it has
+	// not been given yet (it skips that one when it comes: the version
+	// is the one the phase was set from). Not a detached start (the
+	// Manager is shutting down or lost its leadership): its pod, if any,
+	// is the next leader's to follow and judge; a follower learns of it
+	// from the pod's next change or the resync, as before.
+	detached, settled := false, false
 	defer func() {
-		if !detached {
+		if !detached && !settled {
 			m.enqueue(e.key)
 		}
 	}()
@@ -497,6 +517,9 @@ func (m *Manager) runStart(e *entry, op *operation, sp *Spawner, stream *Stream,
 		e.status.URL, e.status.ReadyAt = url, &now
 		m.metrics.observeSpawn(op.kind, "ready", "", now.Sub(began))
 		m.setPhaseLocked(e, PhaseRunning)
+		e.readyVersion = sp.readyPodVersion()
+		i := slices.Index(e.skipped, e.readyVersion)
+		settled = e.readyVersion != "" && !e.skippedMore && (i < 0 || i == len(e.skipped)-1)
 		return
 	}
 	var serr *StartError

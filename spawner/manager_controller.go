@@ -137,8 +137,10 @@ func (m *Manager) Start(ctx context.Context) error {
 // and it would cost a worker's wake-up for each of the pod's updates
 // while it starts. runStart enqueues the server when the start ends, so
 // a change the start did not see (the pod ended just after it was ready)
-// is reconciled then, from the cache.
-func (m *Manager) podChanged(pod *reflector.Pod, _ bool) {
+// is reconciled then, from the cache; it does not when no version after
+// the one the start found ready has come by, and podChanged then lets
+// that version pass too: a successful spawn costs no reconcile.
+func (m *Manager) podChanged(pod *reflector.Pod, deleted bool) {
 	user, ok := pod.Annotations.Lookup(naming.AnnotationUsername)
 	if !ok || !m.manages(pod) {
 		return
@@ -150,11 +152,24 @@ func (m *Manager) podChanged(pod *reflector.Pod, _ bool) {
 	if q == nil {
 		return
 	}
-	if e != nil && !unschedulable(pod) {
+	if e != nil {
 		e.mu.Lock()
 		starting := e.op != nil && (e.op.kind == "start" || e.op.kind == "resume")
-		e.mu.Unlock()
 		if starting {
+			if len(e.skipped) < maxSkipped {
+				e.skipped = append(e.skipped, pod.ResourceVersion)
+			} else {
+				e.skippedMore = true
+			}
+		}
+		// The version a start found ready, coming after the start ended:
+		// the phase was set from it, a reconcile would find nothing. (A
+		// deletion is never that: a relist's tombstone carries the last
+		// version the cache held.)
+		settled := !deleted && e.op == nil && e.readyVersion != "" && pod.ResourceVersion == e.readyVersion &&
+			e.status.Phase == PhaseRunning
+		e.mu.Unlock()
+		if (starting && !unschedulable(pod)) || settled {
 			return
 		}
 	}
@@ -194,6 +209,7 @@ func (m *Manager) processNext(ctx context.Context, log logr.Logger) bool {
 // reconcile brings one server's phase in line with its pod in the cache,
 // adopting servers the Manager does not know yet.
 func (m *Manager) reconcile(ctx context.Context, key serverKey) error {
+	m.reconciles.Add(1)
 	m.mu.Lock()
 	e := m.servers[key]
 	m.mu.Unlock()

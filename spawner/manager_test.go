@@ -806,3 +806,46 @@ func TestManagerSeesAnExitAtTheEndOfAStart(t *testing.T) {
 		}
 	}
 }
+
+// A successful spawn costs no reconcile: the start sets the phase from
+// the pod version it found ready, and neither its end nor that version's
+// notification arriving afterwards wakes a worker. A change after that
+// version still is reconciled (TestManagerSeesAnExitAtTheEndOfAStart).
+func TestManagerSpawnCostsNoReconcile(t *testing.T) {
+	ns := newNamespace(t)
+	m, _ := runManager(t, ManagerOptions{Config: baseConfig(ns), ResyncInterval: time.Hour})
+	ctx := ctxTimeout(t, 60*time.Second)
+	servers := make([]naming.Server, 5)
+	for i := range servers {
+		servers[i] = naming.Server{Username: fmt.Sprintf("no-reconcile-%d", i)}
+		if _, _, err := m.Spawn(ctx, servers[i], SpawnOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range servers {
+		waitStatus(t, m, s, "running", func(st ServerStatus) bool { return st.Phase == PhaseRunning })
+	}
+	time.Sleep(time.Second) // the ready versions' notifications have come by
+	if n := m.reconciles.Load(); n != 0 {
+		t.Errorf("%d reconciles after %d spawns, want none", n, len(servers))
+	}
+	// A later change of a pod is reconciled.
+	if err := cluster.Client.CoreV1().Pods(ns).Delete(ctx, mustPodName(t, m, servers[0]), metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, m, servers[0], "failed or stopped after its pod was deleted", func(st ServerStatus) bool {
+		return st.Phase == PhaseFailed || st.Phase == PhaseStopped
+	})
+	if m.reconciles.Load() == 0 {
+		t.Error("the deletion of a running server's pod was not reconciled")
+	}
+}
+
+func mustPodName(t *testing.T, m *Manager, s naming.Server) string {
+	t.Helper()
+	st, err := m.Status(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.State.PodName
+}

@@ -5,14 +5,27 @@ import (
 	"sync"
 )
 
-// watcher is one Watch reader: an unbounded queue of statuses fed under
-// entry locks (so notify never blocks) and drained by the reader's
-// goroutine.
+// watchBuffer is how many statuses a Watch channel holds before notify
+// queues them for the watcher's goroutine.
+const watchBuffer = 64
+
+// watcher is one Watch reader. notify, which runs under entry locks and
+// must never block, puts a status straight into the reader's buffered
+// channel while nothing is queued before it; otherwise (the reader is
+// behind) it queues the status, unbounded, for the watcher's goroutine,
+// which sends the queue in order. The direct send spares the common case
+// a goroutine hand-off per status: the reader is woken by the status
+// itself.
 type watcher struct {
-	mu     sync.Mutex // guards queue and closed
+	out  chan ServerStatus // closed by the goroutine, after done is set
+	wake chan struct{}
+	mu   sync.Mutex // guards queue, closed and done
+	// queue holds the statuses not yet in out, oldest first; the
+	// goroutine removes one only once it is in out, so an empty queue
+	// means nothing is waiting ahead of a new status.
 	queue  []ServerStatus
-	closed bool
-	wake   chan struct{}
+	closed bool // the Manager has stopped: end once the queue is sent
+	done   bool // the goroutine has ended: send nothing more to out
 }
 
 // Watch streams every change of every server's status (phase, URL,
@@ -21,29 +34,39 @@ type watcher struct {
 // it instead of polling Status. The goroutine behind it is owned by the
 // reader and ends with ctx or the Manager.
 func (m *Manager) Watch(ctx context.Context) <-chan ServerStatus {
-	w := &watcher{wake: make(chan struct{}, 1)}
-	out := make(chan ServerStatus)
+	w := &watcher{out: make(chan ServerStatus, watchBuffer), wake: make(chan struct{}, 1)}
 	m.mu.Lock()
 	m.watchers[w] = struct{}{}
 	m.mu.Unlock()
 	go func() {
-		defer close(out)
+		defer close(w.out)
 		defer func() {
+			w.mu.Lock()
+			w.done = true
+			w.mu.Unlock()
 			m.mu.Lock()
 			delete(m.watchers, w)
 			m.mu.Unlock()
 		}()
 		for {
 			w.mu.Lock()
-			batch, closed := w.queue, w.closed
-			w.queue = nil
+			var next ServerStatus
+			queued, closed := len(w.queue) > 0, w.closed
+			if queued {
+				next = w.queue[0]
+			}
 			w.mu.Unlock()
-			for _, st := range batch {
+			if queued {
 				select {
-				case out <- st:
+				case w.out <- next:
 				case <-ctx.Done():
 					return
 				}
+				w.mu.Lock()
+				w.queue[0] = ServerStatus{}
+				w.queue = w.queue[1:]
+				w.mu.Unlock()
+				continue
 			}
 			if closed {
 				return
@@ -55,15 +78,27 @@ func (m *Manager) Watch(ctx context.Context) <-chan ServerStatus {
 			}
 		}
 	}()
-	return out
+	return w.out
 }
 
-// notify queues a status for every watcher without blocking.
+// notify gives a status to every watcher without blocking.
 func (m *Manager) notify(st ServerStatus) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for w := range m.watchers {
 		w.mu.Lock()
+		if w.done {
+			w.mu.Unlock()
+			continue
+		}
+		if len(w.queue) == 0 {
+			select {
+			case w.out <- st:
+				w.mu.Unlock()
+				continue
+			default: // the reader is a buffer behind
+			}
+		}
 		w.queue = append(w.queue, st)
 		w.mu.Unlock()
 		select {

@@ -149,6 +149,9 @@ type Spawner struct {
 	mu     sync.Mutex // guards the fields below
 	state  State      // names in use and what the last start decided
 	closed bool
+	// readyVersion is the resourceVersion of the pod the last start or
+	// resume found ready (the Manager skips reconciling that version).
+	readyVersion string
 	// cancels cancel the Starts and Resumes in flight or waiting for
 	// the slot, by a sequence number.
 	cancels map[uint64]context.CancelCauseFunc

@@ -294,9 +294,17 @@ func (s *Spawner) finishReady(pod *reflector.Pod) string {
 		url = s.b.hooks.PodURL(s, pod, url)
 	}
 	s.mu.Lock()
-	s.state.URL = url
+	s.state.URL, s.readyVersion = url, pod.ResourceVersion
 	s.mu.Unlock()
 	return url
+}
+
+// readyPodVersion is the resourceVersion of the pod the last start or
+// resume found ready.
+func (s *Spawner) readyPodVersion() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.readyVersion
 }
 
 func collisionReason(err error) string {
