@@ -238,19 +238,10 @@ type entry struct {
 	// forgotten is set when the entry leaves the Manager; a caller that
 	// still holds it looks the server up again.
 	forgotten bool
-	// skipped are the pod versions podChanged let pass while the current
-	// start or resume ran (at most maxSkipped; skippedMore if there were
-	// more), and readyVersion the version the last one found ready: see
-	// runStart.
-	skipped      []string
-	skippedMore  bool
+	// readyVersion is the pod version the last start or resume found
+	// ready, while the phase is still the one set from it: see runStart.
 	readyVersion string
 }
-
-// maxSkipped bounds entry.skipped: a start sees about five versions of
-// its pod; one that sees more (a pull backing off for minutes) is
-// reconciled when it ends, as before.
-const maxSkipped = 32
 
 // operation is a start, resume or stop in flight.
 type operation struct {
@@ -469,7 +460,7 @@ func (m *Manager) beginOpLocked(run context.Context, e *entry, kind string) *ope
 	ctx, cancel := context.WithCancelCause(run)
 	op := &operation{kind: kind, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	e.op = op
-	e.skipped, e.skippedMore, e.readyVersion = e.skipped[:0], false, ""
+	e.readyVersion = ""
 	m.ops.Add(1)
 	return op
 }
@@ -482,10 +473,9 @@ func (m *Manager) runStart(e *entry, op *operation, sp *Spawner, stream *Stream,
 	defer op.cancel(nil)
 	// podChanged skipped the pod's changes while the start ran: the
 	// server is reconciled from the cache once it has ended (after the
-	// phase below is set and the operation is gone), unless the start
-	// succeeded on the last version podChanged skipped, or on one it has
-	// not been given yet (it skips that one when it comes: the version
-	// is the one the phase was set from). Not a detached start (the
+	// phase below is set and the operation is gone), unless it succeeded
+	// and the cache still holds the very version it found ready (settled,
+	// below). Not a detached start (the
 	// Manager is shutting down or lost its leadership): its pod, if any,
 	// is the next leader's to follow and judge; a follower learns of it
 	// from the pod's next change or the resync, as before.
@@ -517,9 +507,7 @@ func (m *Manager) runStart(e *entry, op *operation, sp *Spawner, stream *Stream,
 		e.status.URL, e.status.ReadyAt = url, &now
 		m.metrics.observeSpawn(op.kind, "ready", "", now.Sub(began))
 		m.setPhaseLocked(e, PhaseRunning)
-		e.readyVersion = sp.readyPodVersion()
-		i := slices.Index(e.skipped, e.readyVersion)
-		settled = e.readyVersion != "" && !e.skippedMore && (i < 0 || i == len(e.skipped)-1)
+		settled = m.settledLocked(e, sp)
 		return
 	}
 	var serr *StartError
@@ -545,6 +533,27 @@ func (m *Manager) runStart(e *entry, op *operation, sp *Spawner, stream *Stream,
 	e.status.Reason, e.status.Message = reason, err.Error()
 	e.status.ExitCode = intPtr(1)
 	m.setPhaseLocked(e, PhaseFailed)
+}
+
+// settledLocked (e.mu held, the operation just ended) reports whether
+// the informer's store still holds the version of the pod that sp's start
+// or resume found ready, and then records it in e.readyVersion. The store
+// changes before the informer's handler runs, so no later version can
+// have reached podChanged: every later one finds the operation gone and
+// is reconciled, and podChanged lets that version itself pass when its
+// notification comes after this. A start that succeeded thus costs no
+// reconcile; any other outcome is reconciled.
+func (m *Manager) settledLocked(e *entry, sp *Spawner) bool {
+	uid, version, ns, name := sp.readyPod()
+	if version == "" || m.pods == nil {
+		return false
+	}
+	pod, ok, err := m.pods.GetByKey(context.Background(), reflector.PodKey(ns, name)) // synced: no wait
+	if err != nil || !ok || pod.UID != uid || pod.ResourceVersion != version {
+		return false
+	}
+	e.readyVersion = version
+	return true
 }
 
 func intPtr(i int) *int { return &i }

@@ -155,13 +155,6 @@ func (m *Manager) podChanged(pod *reflector.Pod, deleted bool) {
 	if e != nil {
 		e.mu.Lock()
 		starting := e.op != nil && (e.op.kind == "start" || e.op.kind == "resume")
-		if starting {
-			if len(e.skipped) < maxSkipped {
-				e.skipped = append(e.skipped, pod.ResourceVersion)
-			} else {
-				e.skippedMore = true
-			}
-		}
 		// The version a start found ready, coming after the start ended:
 		// the phase was set from it, a reconcile would find nothing. (A
 		// deletion is never that: a relist's tombstone carries the last

@@ -30,9 +30,11 @@ type watcher struct {
 
 // Watch streams every change of every server's status (phase, URL,
 // reason) from now on, in the order they happen for each server, until
-// ctx ends or the Manager stops; then the channel closes. A hub reacts to
-// it instead of polling Status. The goroutine behind it is owned by the
-// reader and ends with ctx or the Manager.
+// ctx ends or the Manager stops; then the channel closes. The channel is
+// buffered (64 statuses): those already in it when ctx ends are still
+// read before it closes, so a reader that stops caring checks its ctx. A
+// hub reacts to it instead of polling Status. The goroutine behind it is
+// owned by the reader and ends with ctx or the Manager.
 func (m *Manager) Watch(ctx context.Context) <-chan ServerStatus {
 	w := &watcher{out: make(chan ServerStatus, watchBuffer), wake: make(chan struct{}, 1)}
 	m.mu.Lock()

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -149,8 +150,10 @@ type Spawner struct {
 	mu     sync.Mutex // guards the fields below
 	state  State      // names in use and what the last start decided
 	closed bool
-	// readyVersion is the resourceVersion of the pod the last start or
-	// resume found ready (the Manager skips reconciling that version).
+	// readyUID and readyVersion are the uid and resourceVersion of the
+	// pod the last start or resume found ready (the Manager skips
+	// reconciling that version).
+	readyUID     types.UID
 	readyVersion string
 	// cancels cancel the Starts and Resumes in flight or waiting for
 	// the slot, by a sequence number.
@@ -282,14 +285,17 @@ func (s *Spawner) Close() {
 	// Wait for the operation in flight, which ends soon once cancelled.
 	s.op <- struct{}{}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pods != nil {
-		s.pods.Release()
-		s.pods = nil
+	pods, events := s.pods, s.events
+	s.pods, s.events = nil, nil
+	s.mu.Unlock()
+	// Released without s.mu: the last release of an informer waits for
+	// its handler, which may be waiting for a lock whose holder takes
+	// s.mu (the Manager's podChanged, under an entry lock).
+	if pods != nil {
+		pods.Release()
 	}
-	if s.events != nil {
-		s.events.Release()
-		s.events = nil
+	if events != nil {
+		events.Release()
 	}
 }
 

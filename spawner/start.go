@@ -294,17 +294,17 @@ func (s *Spawner) finishReady(pod *reflector.Pod) string {
 		url = s.b.hooks.PodURL(s, pod, url)
 	}
 	s.mu.Lock()
-	s.state.URL, s.readyVersion = url, pod.ResourceVersion
+	s.state.URL, s.readyUID, s.readyVersion = url, pod.UID, pod.ResourceVersion
 	s.mu.Unlock()
 	return url
 }
 
-// readyPodVersion is the resourceVersion of the pod the last start or
-// resume found ready.
-func (s *Spawner) readyPodVersion() string {
+// readyPod is the uid and resourceVersion of the pod the last start or
+// resume found ready, and where that pod is.
+func (s *Spawner) readyPod() (uid types.UID, version, namespace, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.readyVersion
+	return s.readyUID, s.readyVersion, s.state.Namespace, s.state.PodName
 }
 
 func collisionReason(err error) string {
