@@ -58,13 +58,8 @@ func (o *observers) remove(ob *observer) {
 // The returned function removes fn; once it returns, fn is not called
 // again. The handle's Release removes it too.
 func (p *Pods) Observe(fn func(pod *Pod, deleted bool)) (remove func(), err error) {
-	if p.h.released.Load() {
-		return nil, ErrReleased
-	}
-	select {
-	case <-p.h.e.done:
-		return nil, ErrReleased
-	default:
+	if err := p.h.usable(); err != nil {
+		return nil, err
 	}
 	ob := &observer{fn: fn}
 	p.h.obsMu.Lock()
@@ -86,6 +81,19 @@ func (p *Pods) Observe(fn func(pod *Pod, deleted bool)) (remove func(), err erro
 			}
 		})
 	}, nil
+}
+
+// usable is ErrReleased once h is released or its informer has stopped.
+func (h *handle) usable() error {
+	if h.released.Load() {
+		return ErrReleased
+	}
+	select {
+	case <-h.e.done:
+		return ErrReleased
+	default:
+		return nil
+	}
 }
 
 // removeObservers removes the functions added through h with Observe

@@ -160,16 +160,10 @@ func TransformPod(obj any) (any, error) {
 // (deleted true), starting with an add for every pod already cached. fn
 // runs in the informer's goroutine, so it must be fast (enqueue work) and
 // must not change the pod, which is the cache's own. The returned
-// function removes the handler; the handler also ends with the handle's
-// Release.
+// function removes the handler; the handle's Release removes it too.
 func (p *Pods) OnChange(fn func(pod *Pod, deleted bool)) (remove func(), err error) {
-	if p.h.released.Load() {
-		return nil, ErrReleased
-	}
-	select {
-	case <-p.h.e.done:
-		return nil, ErrReleased
-	default:
+	if err := p.h.usable(); err != nil {
+		return nil, err
 	}
 	call := func(obj any, deleted bool) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {

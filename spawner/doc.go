@@ -139,8 +139,13 @@
 // whose container exits, or whose pod is OOM-killed, evicted or deleted,
 // becomes failed with the exit code and reason at once; a jittered resync
 // is a backstop that reads only the cache (the Manager holds its informer
-// for its lifetime, so nothing relists in steady state). Watch streams
-// status changes; Events replays the current operation's progress. Starts
+// for its lifetime, so nothing relists in steady state). While a start
+// runs, its pod's changes are the start's to follow (it wakes only for
+// those that can end or advance it: readiness, exit, deletion, a fatal
+// or image-pull wait, an event); when it ends the server is reconciled
+// from the cache, unless it succeeded on the pod version the cache still
+// holds: a successful spawn costs no reconcile. Watch streams status
+// changes through a buffered channel; Events replays the current operation's progress. Starts
 // beyond ConcurrentSpawnLimit wait in a queue and report their position.
 //
 // A graceful shutdown (Start's ctx ends) cancels operations with
