@@ -183,8 +183,8 @@
 // Registry.Close stops every informer and waits until each has stopped.
 // A handle's reads (Get, GetByUID, List, OnChange, Observe, ForPod,
 // ForUID, WaitForSync) return ErrReleased after its Release or after
-// Close, and its Release removes the functions it added with Observe; Pods
-// and Events return ErrClosed after Close.
+// Close, and its Release removes the functions it added with Observe and
+// OnChange; Pods and Events return ErrClosed after Close.
 //
 // Registry, Pods, Events and Subscription are safe for concurrent use.
 package reflector

@@ -129,8 +129,9 @@
 //
 // # Manager
 //
-// Manager is a controller for a hub's servers, built only on the exported
-// Spawner API. Each server has a state machine (stopped → starting →
+// Manager is a controller for a hub's servers, built on the Spawner API
+// (with a few unexported shortcuts: the rendering Spawn has done, a poll
+// of the cache alone, the pod version a start found ready). Each server has a state machine (stopped → starting →
 // running → stopping → stopped, and failed with a reason), every
 // transition under the server's lock. Spawn of a starting or running
 // server returns its status and starts nothing; Stop of a starting server
@@ -142,7 +143,8 @@
 // for its lifetime, so nothing relists in steady state). While a start
 // runs, its pod's changes are the start's to follow (it wakes only for
 // those that can end or advance it: readiness, exit, deletion, a fatal
-// or image-pull wait, an event); when it ends the server is reconciled
+// or image-pull wait, an event), except that an unschedulable pod is
+// still reconciled (for UnschedulableTimeout); when it ends the server is reconciled
 // from the cache, unless it succeeded on the pod version the cache still
 // holds: a successful spawn costs no reconcile. Watch streams status
 // changes through a buffered channel; Events replays the current operation's progress. Starts

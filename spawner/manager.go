@@ -548,7 +548,9 @@ func (m *Manager) settledLocked(e *entry, sp *Spawner) bool {
 	if version == "" || m.pods == nil {
 		return false
 	}
-	pod, ok, err := m.pods.GetByKey(context.Background(), reflector.PodKey(ns, name)) // synced: no wait
+	// Operations begin only once the Manager is ready (its informer has
+	// synced), so this read never waits under e.mu.
+	pod, ok, err := m.pods.GetByKey(context.Background(), reflector.PodKey(ns, name))
 	if err != nil || !ok || pod.UID != uid || pod.ResourceVersion != version {
 		return false
 	}

@@ -1,6 +1,8 @@
 package spawner
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -132,5 +134,85 @@ func TestSettledOnlyOnTheReadyVersion(t *testing.T) {
 	sp.readyVersion = later.ResourceVersion
 	if e := (&entry{}); m.settledLocked(e, sp) {
 		t.Error("the pod is gone: settled")
+	}
+}
+
+// runStart, for a start and a resume: a success on the version the
+// cache still holds queues no reconcile; a success after which the pod
+// changed (the change cached before the operation ended) is reconciled.
+func TestRunStartReconcilesAChangeAfterReady(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := ctxTimeout(t, 60*time.Second)
+	m, err := NewManager(ManagerOptions{Client: cluster.Client, Registry: sharedRegistry(t), Config: baseConfig(ns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := sharedRegistry(t).Pods(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pods.Release()
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[serverKey]())
+	defer q.ShutDown()
+	m.pods, m.queue = pods, q
+	for _, kind := range []string{"start", "resume"} {
+		for _, changed := range []bool{false, true} {
+			name := fmt.Sprintf("jupyter-%s-%v", kind, changed)
+			created, err := cluster.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name,
+				Labels: map[string]string{"component": "singleuser-server"}},
+				Spec: corev1.PodSpec{NodeName: "spawnkit-no-kubelet", Containers: []corev1.Container{{Name: "notebook", Image: "i"}}}}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cachedAt := func(rv string) {
+				t.Helper()
+				for ctx.Err() == nil {
+					if p, ok, _ := pods.Get(ctx, ns, name); ok && p.ResourceVersion == rv {
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				t.Fatalf("the cache never held version %s of %s", rv, name)
+			}
+			cachedAt(created.ResourceVersion)
+			key := serverKey{user: name}
+			sp := &Spawner{b: m.base, state: State{Namespace: ns, PodName: name}}
+			e := &entry{key: key, sp: sp, status: ServerStatus{Phase: PhaseStarting}}
+			opCtx, cancel := context.WithCancelCause(ctx)
+			op := &operation{kind: kind, ctx: opCtx, cancel: cancel, done: make(chan struct{})}
+			e.op = op
+			m.ops.Add(1)
+			if kind == "start" {
+				m.metrics.spawnsInFlight.Inc()
+			}
+			m.runStart(e, op, sp, NewStream(), func(context.Context) (string, error) {
+				sp.mu.Lock()
+				sp.readyUID, sp.readyVersion = created.UID, created.ResourceVersion // as finishReady
+				sp.mu.Unlock()
+				if changed {
+					p := created.DeepCopy()
+					p.Labels["after"] = "ready"
+					later, err := cluster.Client.CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{})
+					if err != nil {
+						t.Error(err)
+						return "", err
+					}
+					cachedAt(later.ResourceVersion)
+				}
+				return "http://127.0.0.1:8888", nil
+			})
+			if e.status.Phase != PhaseRunning {
+				t.Fatalf("%s (changed %v): phase %s", kind, changed, e.status.Phase)
+			}
+			queued := false
+			for q.Len() > 0 {
+				k, _ := q.Get()
+				queued = queued || k == key
+				q.Done(k)
+			}
+			if queued != changed {
+				t.Errorf("%s, pod changed after ready %v: reconcile queued %v, want %v", kind, changed, queued, changed)
+			}
+		}
 	}
 }

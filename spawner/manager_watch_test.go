@@ -56,8 +56,9 @@ func TestWatchNeverBlocksAndKeepsOrder(t *testing.T) {
 	check("the fast reader", <-got)
 }
 
-// A reader whose ctx has ended gets no more statuses, and notify after
-// that neither blocks nor sends on the closed channel.
+// A reader whose ctx has ended gets at most what was already in the
+// channel, the channel closes, and notify after that neither blocks nor
+// sends on the closed channel.
 func TestWatchEndsWithItsContext(t *testing.T) {
 	m := &Manager{watchers: map[*watcher]struct{}{}}
 	ctx, cancel := context.WithCancel(t.Context())

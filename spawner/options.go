@@ -290,7 +290,8 @@ func (s *Spawner) Close() {
 	s.mu.Unlock()
 	// Released without s.mu: the last release of an informer waits for
 	// its handler, which may be waiting for a lock whose holder takes
-	// s.mu (the Manager's podChanged, under an entry lock).
+	// s.mu (the Registry's handler calls the Manager's podChanged, which
+	// takes entry locks; runStart holds one while it reads this Spawner).
 	if pods != nil {
 		pods.Release()
 	}
@@ -307,21 +308,25 @@ func (s *Spawner) eventsHandle(ctx context.Context, ns string) (*reflector.Event
 		ns = metav1.NamespaceAll
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil, ErrClosed
 	}
 	if s.events != nil && s.events.Namespace() == ns {
+		defer s.mu.Unlock()
 		return s.events, nil
 	}
 	ev, err := s.b.registry.Events(ctx, ns)
 	if err != nil {
+		s.mu.Unlock()
 		return nil, err
 	}
-	if s.events != nil {
-		s.events.Release()
-	}
+	old := s.events
 	s.events = ev
+	s.mu.Unlock()
+	if old != nil {
+		old.Release() // without s.mu, as in Close
+	}
 	return ev, nil
 }
 
@@ -333,20 +338,24 @@ func (s *Spawner) podsHandle(ctx context.Context, ns string) (*reflector.Pods, e
 		ns = metav1.NamespaceAll
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil, ErrClosed
 	}
 	if s.pods != nil && s.pods.Namespace() == ns {
+		defer s.mu.Unlock()
 		return s.pods, nil
 	}
 	p, err := s.b.registry.Pods(ctx, ns)
 	if err != nil {
+		s.mu.Unlock()
 		return nil, err
 	}
-	if s.pods != nil {
-		s.pods.Release()
-	}
+	old := s.pods
 	s.pods = p
+	s.mu.Unlock()
+	if old != nil {
+		old.Release() // without s.mu, as in Close
+	}
 	return p, nil
 }
