@@ -123,14 +123,7 @@ func TestPodInformersDecodeKeptFields(t *testing.T) {
 	defer r.Close()
 	before := keptPodDecodes.Load()
 	createPod(t, ns, "kept-a", nil)
-	pods, err := r.Pods(t.Context(), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pods.Release()
-	if err := pods.WaitForSync(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	pods := syncedPods(t, r, ns)
 	createPod(t, ns, "kept-b", nil)
 	eventually(t, "kept-b cached", func() bool {
 		p, ok, _ := pods.Get(t.Context(), ns, "kept-b")

@@ -1,6 +1,8 @@
 package reflector
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -42,18 +44,12 @@ func (r *recorder) snapshot() []seen {
 // given, and returns every call so far.
 func (r *recorder) waitCalls(t *testing.T, name string, deleted bool) []seen {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		calls := r.snapshot()
-		for _, c := range calls {
-			if c.name == name && c.deleted == deleted {
-				return calls
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("no call for pod %s (deleted %v); calls: %+v", name, deleted, r.snapshot())
-	return nil
+	var calls []seen
+	eventually(t, fmt.Sprintf("a call for pod %s (deleted %v)", name, deleted), func() bool {
+		calls = r.snapshot()
+		return slices.ContainsFunc(calls, func(c seen) bool { return c.name == name && c.deleted == deleted })
+	})
+	return calls
 }
 
 // Observe sees a pod's add, updates and deletion in order, and nothing
@@ -64,14 +60,7 @@ func TestObserveSeesChangesInOrderWithoutReplay(t *testing.T) {
 	createPod(t, ns, "before", nil)
 	r := newRegistry(t, Options{})
 	defer r.Close()
-	pods, err := r.Pods(t.Context(), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pods.Release()
-	if err := pods.WaitForSync(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	pods := syncedPods(t, r, ns)
 	var rec recorder
 	remove, err := pods.Observe(rec.fn)
 	if err != nil {

@@ -112,6 +112,21 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// syncedPods holds r's pod informer of ns until the test ends, once it
+// has synced.
+func syncedPods(t *testing.T, r *Registry, ns string) *Pods {
+	t.Helper()
+	pods, err := r.Pods(t.Context(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pods.Release)
+	if err := pods.WaitForSync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return pods
+}
+
 func TestSharingAndRefcounting(t *testing.T) {
 	r := newRegistry(t, Options{})
 	ns := newNamespace(t)

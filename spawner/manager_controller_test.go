@@ -75,24 +75,7 @@ func TestSettledOnlyOnTheReadyVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pods.Release()
-	created, err := cluster.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "jupyter-settled",
-		Labels: map[string]string{"component": "singleuser-server"}},
-		// On a node no kubelet serves: nothing changes it but this test.
-		Spec: corev1.PodSpec{NodeName: "spawnkit-no-kubelet", Containers: []corev1.Container{{Name: "notebook", Image: "i"}}}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cachedAt := func(rv string) {
-		t.Helper()
-		for ctx.Err() == nil {
-			if p, ok, _ := pods.Get(ctx, ns, created.Name); ok && p.ResourceVersion == rv {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		t.Fatalf("the cache never held version %s", rv)
-	}
-	cachedAt(created.ResourceVersion)
+	created := idlePod(t, ctx, pods, ns, "jupyter-settled")
 	m := &Manager{pods: pods}
 	sp := &Spawner{state: State{Namespace: ns, PodName: created.Name}}
 	sp.readyUID, sp.readyVersion = created.UID, created.ResourceVersion
@@ -118,7 +101,7 @@ func TestSettledOnlyOnTheReadyVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cachedAt(later.ResourceVersion)
+	cachedAt(t, ctx, pods, ns, created.Name, later.ResourceVersion)
 	if e := (&entry{}); m.settledLocked(e, sp) {
 		t.Error("a later version is cached: settled on the ready one")
 	}
@@ -158,23 +141,7 @@ func TestRunStartReconcilesAChangeAfterReady(t *testing.T) {
 	for _, kind := range []string{"start", "resume"} {
 		for _, changed := range []bool{false, true} {
 			name := fmt.Sprintf("jupyter-%s-%v", kind, changed)
-			created, err := cluster.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name,
-				Labels: map[string]string{"component": "singleuser-server"}},
-				Spec: corev1.PodSpec{NodeName: "spawnkit-no-kubelet", Containers: []corev1.Container{{Name: "notebook", Image: "i"}}}}, metav1.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cachedAt := func(rv string) {
-				t.Helper()
-				for ctx.Err() == nil {
-					if p, ok, _ := pods.Get(ctx, ns, name); ok && p.ResourceVersion == rv {
-						return
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
-				t.Fatalf("the cache never held version %s of %s", rv, name)
-			}
-			cachedAt(created.ResourceVersion)
+			created := idlePod(t, ctx, pods, ns, name)
 			key := serverKey{user: name}
 			sp := &Spawner{b: m.base, state: State{Namespace: ns, PodName: name}}
 			e := &entry{key: key, sp: sp, status: ServerStatus{Phase: PhaseStarting}}
@@ -197,7 +164,7 @@ func TestRunStartReconcilesAChangeAfterReady(t *testing.T) {
 						t.Error(err)
 						return "", err
 					}
-					cachedAt(later.ResourceVersion)
+					cachedAt(t, ctx, pods, ns, name, later.ResourceVersion)
 				}
 				return "http://127.0.0.1:8888", nil
 			})
@@ -215,4 +182,30 @@ func TestRunStartReconcilesAChangeAfterReady(t *testing.T) {
 			}
 		}
 	}
+}
+
+// idlePod creates pod name in ns on a node no kubelet serves (nothing but
+// the test changes it) and waits until pods caches it.
+func idlePod(t *testing.T, ctx context.Context, pods *reflector.Pods, ns, name string) *corev1.Pod {
+	t.Helper()
+	created, err := cluster.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Labels: map[string]string{"component": "singleuser-server"}},
+		Spec: corev1.PodSpec{NodeName: "spawnkit-no-kubelet", Containers: []corev1.Container{{Name: "notebook", Image: "i"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cachedAt(t, ctx, pods, ns, name, created.ResourceVersion)
+	return created
+}
+
+// cachedAt waits until pods caches version rv of pod ns/name.
+func cachedAt(t *testing.T, ctx context.Context, pods *reflector.Pods, ns, name, rv string) {
+	t.Helper()
+	for ctx.Err() == nil {
+		if p, ok, _ := pods.Get(ctx, ns, name); ok && p.ResourceVersion == rv {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the cache never held version %s of %s/%s", rv, ns, name)
 }
