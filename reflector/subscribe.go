@@ -1,6 +1,11 @@
 package reflector
 
-import "sync"
+import (
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+)
 
 // Subscription wakes its holder when one pod, or an event about it,
 // changes in any informer of the registry. Wake-ups are coalesced: a
@@ -13,7 +18,16 @@ type Subscription struct {
 	c    chan struct{}
 	wake func(old, new *Pod) bool // nil: every change wakes
 	once sync.Once
+	// seen are the uids of the pods of this name the cache has added,
+	// updated or deleted since the subscription was made, the latest
+	// last, at most maxSeen of them; guarded by r.subsMu.
+	seen []types.UID
 }
+
+// maxSeen bounds a subscription's seen uids: a holder asks about the one
+// pod it made, and more than a few pods of one name in its lifetime means
+// someone else is churning them.
+const maxSeen = 8
 
 // Subscribe returns a subscription to the pod namespace/name (whether or
 // not it exists yet). Close it when done.
@@ -24,14 +38,16 @@ func (r *Registry) Subscribe(namespace, name string) *Subscription {
 // SubscribeIf is Subscribe for a holder that cares about some of a pod's
 // changes only: an update of the pod wakes it only if wake(old, new)
 // reports true, old being the version the cache held before (after a
-// relist, possibly another pod of the same name: compare uids). The pod's
-// add and deletion, and every event about it, always wake it. A holder
-// wakes less often (each wake-up is a goroutine hand-off, which on a busy
-// hub's two cores costs more than reading the cache), but still reads
-// the current state when it wakes: wake decides when to look, not what
-// is seen. wake runs in the informer's handler, for every update of the
-// pod while subscribed: it must be fast, must not block and must not
-// change the pods. A nil wake is Subscribe.
+// relist, possibly another pod of the same name: compare uids), and an
+// add only if wake(nil, new) does. The pod's deletion, and every event
+// about it, always wake it. A holder wakes less often (each wake-up is a
+// goroutine hand-off, which on a busy hub's two cores costs more than
+// reading the cache), but still reads the current state when it wakes:
+// wake decides when to look, not what is seen. A holder whose adds do not
+// wake it learns that the cache had its pod from Seen. wake runs in the
+// informer's handler, for every add and update of the pod while
+// subscribed: it must be fast, must not block and must not change the
+// pods. A nil wake is Subscribe.
 func (r *Registry) SubscribeIf(namespace, name string, wake func(old, new *Pod) bool) *Subscription {
 	s := &Subscription{r: r, key: podKey(namespace, name), c: make(chan struct{}, 1), wake: wake}
 	r.subsMu.Lock()
@@ -47,6 +63,31 @@ func (r *Registry) SubscribeIf(namespace, name string, wake func(old, new *Pod) 
 
 // C receives a value after each change (coalesced). It is never closed.
 func (s *Subscription) C() <-chan struct{} { return s.c }
+
+// Seen reports whether the cache has added, updated or deleted a pod of
+// this name with uid since the subscription was made, whether or not the
+// change woke the holder (of the last 8 uids of the name). The cache
+// changes before its subscribers hear of it, so a holder that calls Seen
+// and then reads the cache reads a state at least as new as the one Seen
+// reported on: Seen true and the pod missing from the cache means it was
+// deleted.
+func (s *Subscription) Seen(uid types.UID) bool {
+	s.r.subsMu.Lock()
+	defer s.r.subsMu.Unlock()
+	return slices.Contains(s.seen, uid)
+}
+
+// sawLocked records uid (r.subsMu held).
+func (s *Subscription) sawLocked(uid types.UID) {
+	if uid == "" || (len(s.seen) > 0 && s.seen[len(s.seen)-1] == uid) {
+		return
+	}
+	s.seen = slices.DeleteFunc(s.seen, func(u types.UID) bool { return u == uid })
+	if len(s.seen) == maxSeen {
+		s.seen = slices.Delete(s.seen, 0, 1)
+	}
+	s.seen = append(s.seen, uid)
+}
 
 // Close ends the subscription. Calling it more than once is harmless.
 func (s *Subscription) Close() {
@@ -64,22 +105,25 @@ func (s *Subscription) Close() {
 
 // notify wakes the subscribers of the pod namespace/name without
 // blocking, for an event about it.
-func (r *Registry) notify(namespace, name string) { r.notifyPod(namespace, name, nil, nil) }
+func (r *Registry) notify(namespace, name string) { r.notifyPod(namespace, name, nil, nil, false) }
 
 // notifyPod wakes the subscribers of the pod namespace/name without
-// blocking: all of them for an add, a deletion or an event (old nil),
-// and for an update (old the cached version before, updated the new one)
-// those whose wake says so. It runs on every pod change and event, so it
-// builds the key on the stack: a map lookup by string(bytes) allocates
-// nothing.
-func (r *Registry) notifyPod(namespace, name string, old, updated *Pod) {
+// blocking: all of them for a deletion or an event (updated nil), and for
+// an add (old nil) or an update (old the cached version before, updated
+// the new one) those whose wake says so. It records the pod's uid in
+// each. It runs on every pod change and event, so it builds the key on
+// the stack: a map lookup by string(bytes) allocates nothing.
+func (r *Registry) notifyPod(namespace, name string, old, updated *Pod, deleted bool) {
 	var buf [128]byte
 	key := append(append(append(buf[:0], namespace...), '/'), name...)
 	r.subsMu.Lock()
 	defer r.subsMu.Unlock()
 	for s := range r.subs[string(key)] {
-		if old != nil && s.wake != nil && !s.wake(old, updated) {
-			continue
+		if updated != nil {
+			s.sawLocked(updated.UID)
+			if !deleted && s.wake != nil && !s.wake(old, updated) {
+				continue
+			}
 		}
 		select {
 		case s.c <- struct{}{}:

@@ -1,17 +1,20 @@
 package reflector
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 )
 
-// A SubscribeIf subscription is woken by the pod's add, its deletion and
-// its events, and by an update only when its wake function says so; the
-// function gets the version before and after the update.
+// A SubscribeIf subscription is woken by the pod's deletion and its
+// events, and by an add or an update only when its wake function says so;
+// the function gets the version before (nil for an add) and after. Seen
+// reports the pods of the name the cache has had, woken or not.
 func TestSubscribeIfWakesOnChosenUpdates(t *testing.T) {
 	c := testcluster.Require(t, cluster)
 	ns := newNamespace(t)
@@ -26,7 +29,11 @@ func TestSubscribeIfWakesOnChosenUpdates(t *testing.T) {
 	type update struct{ oldStep, newStep string }
 	updates := make(chan update, 20) // written under the Registry's subscription lock
 	sub := r.SubscribeIf(ns, "watched", func(old, new *Pod) bool {
-		updates <- update{old.Labels.Get("step"), new.Labels.Get("step")}
+		oldStep := "<added>"
+		if old != nil {
+			oldStep = old.Labels.Get("step")
+		}
+		updates <- update{oldStep, new.Labels.Get("step")}
 		return new.Labels.Get("step") == "wake"
 	})
 	defer sub.Close()
@@ -76,8 +83,13 @@ func TestSubscribeIfWakesOnChosenUpdates(t *testing.T) {
 	}
 
 	pod := createPod(t, ns, "watched", map[string]string{"component": "singleuser-server", "step": "created"})
-	woken(sub, "the pod was created")
-	woken(all, "the pod was created")
+	if sub.Seen("no-such-uid") {
+		t.Error("Seen a uid no pod had")
+	}
+	notWoken("the pod was created", update{"<added>", "created"})
+	if !sub.Seen(pod.UID) {
+		t.Errorf("Seen(%s) = false after its add", pod.UID)
+	}
 	setStep("quiet")
 	notWoken("a label update the function declines", update{"created", "quiet"})
 	setStep("wake")
@@ -90,4 +102,44 @@ func TestSubscribeIfWakesOnChosenUpdates(t *testing.T) {
 	woken(sub, "an event of the pod")
 	deletePod(t, ns, "watched")
 	woken(sub, "the pod was deleted")
+	// The updates the deletion made (its deletionTimestamp) asked the
+	// function; the deletion itself woke sub without asking.
+	for len(updates) > 0 {
+		<-updates
+	}
+	again := createPod(t, ns, "watched", map[string]string{"component": "singleuser-server", "step": "wake"})
+	woken(sub, "an add the function accepted")
+	if got := <-updates; got != (update{"<added>", "wake"}) {
+		t.Errorf("the wake function got %+v, want an add of step wake", got)
+	}
+	if !sub.Seen(pod.UID) || !sub.Seen(again.UID) {
+		t.Errorf("Seen: first pod %v, second %v; want both", sub.Seen(pod.UID), sub.Seen(again.UID))
+	}
+}
+
+// Seen keeps the latest uids of the name only, each once.
+func TestSubscriptionSeenIsBounded(t *testing.T) {
+	s := &Subscription{r: &Registry{}}
+	uid := func(i int) types.UID { return types.UID(fmt.Sprintf("uid-%d", i)) }
+	for i := range maxSeen + 3 {
+		s.sawLocked(uid(i))
+		s.sawLocked(uid(i)) // again: kept once
+	}
+	s.sawLocked(uid(5)) // seen again: now the latest
+	s.sawLocked("")     // a pod without a uid is not recorded
+	if len(s.seen) != maxSeen {
+		t.Fatalf("%d uids kept, want %d: %v", len(s.seen), maxSeen, s.seen)
+	}
+	for i := range maxSeen + 3 {
+		if want := i >= 3; s.Seen(uid(i)) != want {
+			t.Errorf("Seen(%s) = %v, want %v", uid(i), !want, want)
+		}
+	}
+	if s.seen[len(s.seen)-1] != uid(5) {
+		t.Errorf("latest uid %s, want uid-5", s.seen[len(s.seen)-1])
+	}
+	s.sawLocked(uid(0)) // a new one drops the oldest
+	if s.Seen(uid(3)) || !s.Seen(uid(0)) {
+		t.Errorf("after a new uid: Seen(uid-3) %v (want false), Seen(uid-0) %v (want true)", s.Seen(uid(3)), s.Seen(uid(0)))
+	}
 }

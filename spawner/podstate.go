@@ -98,10 +98,16 @@ func fatalReason(pod *reflector.Pod, fatal []string) (string, string) {
 // (the pull tracker counts each turn to ErrImagePull). The other updates
 // of a starting pod (its binding to a node, PodScheduled, ContainerCreating
 // and the other conditions) do not: each wake-up is a goroutine hand-off,
-// about half of them in a start's life. Adds, deletions and events always
-// wake it.
+// about half of them in a start's life. Nor does the add of a pod that is
+// in none of those states (the start's own pod, just created, or another
+// of the name): the start learns of it from the subscription's Seen.
+// Deletions and events always wake it.
 func startWakes(fatal []string) func(old, updated *reflector.Pod) bool {
 	return func(old, updated *reflector.Pod) bool {
+		if old == nil {
+			return updated.DeletionTimestamp != nil || isReady(updated) || podExit(updated).Exited ||
+				anyWatchedWait(updated.InitContainerStatuses, fatal) || anyWatchedWait(updated.ContainerStatuses, fatal)
+		}
 		return old.UID != updated.UID ||
 			(old.DeletionTimestamp == nil) != (updated.DeletionTimestamp == nil) ||
 			isReady(old) != isReady(updated) ||
@@ -111,15 +117,36 @@ func startWakes(fatal []string) func(old, updated *reflector.Pod) bool {
 	}
 }
 
+// anyWatchedWait reports whether a container waits for a reason a start
+// acts on.
+func anyWatchedWait(statuses []reflector.ContainerStatus, fatal []string) bool {
+	for _, cs := range statuses {
+		if watchedWait(cs, fatal) != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // sameWaits reports whether two versions of a pod's container statuses
 // agree on every waiting reason a start acts on: the fatal ones and the
-// image pull failures.
+// image pull failures. Statuses that appear or go without such a reason
+// (a kubelet reports the containers first as ContainerCreating) do not
+// count.
 func sameWaits(a, b []reflector.ContainerStatus, fatal []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].Name != b[i].Name || watchedWait(a[i], fatal) != watchedWait(b[i], fatal) {
+	return watchedWaitsIn(a, b, fatal) && watchedWaitsIn(b, a, fatal)
+}
+
+// watchedWaitsIn reports whether every container of a that waits for a
+// reason a start acts on waits for the same reason in b.
+func watchedWaitsIn(a, b []reflector.ContainerStatus, fatal []string) bool {
+	for _, cs := range a {
+		w := watchedWait(cs, fatal)
+		if w == "" {
+			continue
+		}
+		i := slices.IndexFunc(b, func(o reflector.ContainerStatus) bool { return o.Name == cs.Name })
+		if i < 0 || watchedWait(b[i], fatal) != w {
 			return false
 		}
 	}

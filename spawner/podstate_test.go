@@ -194,8 +194,8 @@ func TestDerivedLimitEnv(t *testing.T) {
 	}
 }
 
-// startWakes wakes a start for the updates that can end or advance its
-// wait, and for nothing else a starting pod goes through.
+// startWakes wakes a start for the adds and updates that can end or
+// advance its wait, and for nothing else a starting pod goes through.
 func TestStartWakes(t *testing.T) {
 	base := func(mutate ...func(*corev1.Pod)) *reflector.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "jupyter-a", UID: "uid-1", ResourceVersion: "1", Labels: map[string]string{"a": "b"}},
@@ -249,6 +249,16 @@ func TestStartWakes(t *testing.T) {
 		{"a pull fails in an init container", base(initWaiting("PodInitializing")), base(initWaiting("ErrImagePull")), true},
 		{"a fatal reason", base(waiting("ContainerCreating")), base(waiting("CreateContainerConfigError")), true},
 		{"an init container appears", base(), base(initWaiting("ErrImagePull")), true},
+		{"statuses appear, creating", base(func(p *corev1.Pod) { p.Status.ContainerStatuses = nil }), base(waiting("ContainerCreating")), false},
+		{"statuses appear, pulling failed", base(func(p *corev1.Pod) { p.Status.ContainerStatuses = nil }), base(waiting("ErrImagePull")), true},
+		{"an init container's status goes", base(initWaiting("PodInitializing")), base(), false},
+		{"a failing pull's status goes", base(initWaiting("ErrImagePull")), base(), true},
+		{"added, pending", nil, base(bound, waiting("ContainerCreating")), false},
+		{"added, ready", nil, base(bound, running, readyCondition(corev1.ConditionTrue)), true},
+		{"added, being deleted", nil, base(func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }), true},
+		{"added, exited", nil, base(running, terminated(1, "Error")), true},
+		{"added, a pull failed", nil, base(waiting("ErrImagePull")), true},
+		{"added, a fatal reason", nil, base(initWaiting("CreateContainerConfigError")), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := startWakes(fatal)(tc.old, tc.new); got != tc.want {

@@ -396,6 +396,10 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 				}
 			}
 		}
+		// Seen before the cache read: the subscription hears of a change
+		// only after the cache has it, so a pod seen and then missing
+		// was deleted (its add does not wake the start: startWakes).
+		ours := inCache || sub.Seen(uid)
 		pod, ok, err := pods.GetByKey(wctx, key)
 		switch {
 		case err != nil:
@@ -431,13 +435,14 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 					grace = s.b.clock.After(eventGrace)
 				}
 			}
-		case ok && !inCache:
-			// The cache still holds an older pod of this name (its deletion
-			// not yet seen); ours comes next. A pod replaced before the
-			// cache ever showed ours is caught by the API check below.
+		case !ours:
+			// Ours is not in the cache yet, and the cache may still hold an
+			// older pod of this name (its deletion not yet seen). A pod
+			// replaced before the cache ever showed ours is caught by the
+			// API check below.
 		case ok:
 			return nil, ReasonPodGone, fmt.Errorf("%w: pod %s/%s now has uid %s, not %s", ErrPodGone, pod.Namespace, pod.Name, pod.UID, uid)
-		case inCache:
+		default:
 			return nil, ReasonPodGone, fmt.Errorf("%w: pod %s/%s was deleted", ErrPodGone, ns, name)
 		}
 		select {
@@ -445,7 +450,7 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 		case <-grace:
 			graceOver = true
 		case <-missing:
-			if !inCache {
+			if !inCache && !sub.Seen(uid) {
 				if gone, err := s.podGone(wctx, ns, name, uid); err == nil && gone {
 					return nil, ReasonPodGone, fmt.Errorf("%w: pod %s/%s was deleted", ErrPodGone, ns, name)
 				}

@@ -360,6 +360,13 @@ func (c *Cluster) startLifecycle(ctx context.Context, binDir string, nodes int, 
 		{"kube-scheduler", []string{
 			kc, "--authentication-kubeconfig=" + c.Kubeconfig, "--authorization-kubeconfig=" + c.Kubeconfig,
 			"--leader-elect=false", "--secure-port=0", "--v=2",
+			// The scheduler's client defaults to 50 QPS, the rate the
+			// benchmarks' clients create pods at: one binding per pod, so
+			// any stall left it behind for the rest of a 1,000-pod burst,
+			// and the time to Ready measured the scheduler's queue, not
+			// the client. kwok's own client is unlimited, and kwokctl lifts
+			// the scheduler's limits the same way (DisableQPSLimits).
+			"--kube-api-qps=5000", "--kube-api-burst=10000",
 		}},
 		{"kwok", []string{
 			kc, "--config=" + stages,
