@@ -226,9 +226,7 @@ func (r *Registry) acquire(ctx context.Context, key Key) (*entry, error) {
 		}
 	case ResourceEvents:
 		e.events = newEventIndex(r.maxEvent)
-		handler = e.events.handler(func(ev *corev1.Event) {
-			r.notify(ev.InvolvedObject.Namespace, ev.InvolvedObject.Name)
-		})
+		handler = e.events.handler(r.notifyEvent)
 	}
 	reg, err := e.informer.AddEventHandler(handler)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -17,7 +18,10 @@ type Subscription struct {
 	key  string
 	c    chan struct{}
 	wake func(old, new *Pod) bool // nil: every change wakes
-	once sync.Once
+	// onEvent, when set, sees each event of the pod and says whether it
+	// wakes the holder; guarded by r.subsMu.
+	onEvent func(*corev1.Event) bool
+	once    sync.Once
 	// seen are the uids of the pods of this name the cache has added,
 	// updated or deleted since the subscription was made, the latest
 	// last, at most maxSeen of them; guarded by r.subsMu.
@@ -64,6 +68,20 @@ func (r *Registry) SubscribeIf(namespace, name string, wake func(old, new *Pod) 
 // C receives a value after each change (coalesced). It is never closed.
 func (s *Subscription) C() <-chan struct{} { return s.c }
 
+// OnEvent sets fn to see every event about the pod that the Registry's
+// event informers add or update while subscribed, in the informer's
+// handler, before the holder would be woken: fn reports whether the
+// event wakes the holder. A holder that handles events in fn (forwards
+// them to a progress stream, say) need not wake for them. With no fn (the
+// default, or OnEvent(nil)) every event wakes the holder. fn must be
+// fast, must not block and must not call the Subscription's methods;
+// once OnEvent returns, the fn it replaced is no longer called.
+func (s *Subscription) OnEvent(fn func(*corev1.Event) bool) {
+	s.r.subsMu.Lock()
+	defer s.r.subsMu.Unlock()
+	s.onEvent = fn
+}
+
 // Seen reports whether the cache has added, updated or deleted a pod of
 // this name with uid since the subscription was made, whether or not the
 // change woke the holder (of the last 8 uids of the name). The cache
@@ -103,15 +121,29 @@ func (s *Subscription) Close() {
 	})
 }
 
-// notify wakes the subscribers of the pod namespace/name without
-// blocking, for an event about it.
-func (r *Registry) notify(namespace, name string) { r.notifyPod(namespace, name, nil, nil, false) }
+// notifyEvent wakes the subscribers of the pod an event is about without
+// blocking, those with an OnEvent function if it says so.
+func (r *Registry) notifyEvent(ev *corev1.Event) {
+	var buf [128]byte
+	key := append(append(append(buf[:0], ev.InvolvedObject.Namespace...), '/'), ev.InvolvedObject.Name...)
+	r.subsMu.Lock()
+	defer r.subsMu.Unlock()
+	for s := range r.subs[string(key)] {
+		if s.onEvent != nil && !s.onEvent(ev) {
+			continue
+		}
+		select {
+		case s.c <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
+}
 
 // notifyPod wakes the subscribers of the pod namespace/name without
-// blocking: all of them for a deletion or an event (updated nil), and for
-// an add (old nil) or an update (old the cached version before, updated
+// blocking: all of them for a deletion, and for an add (old nil) or an
+// update (old the cached version before, updated
 // the new one) those whose wake says so. It records the pod's uid in
-// each. It runs on every pod change and event, so it builds the key on
+// each. It runs on every pod change, so it builds the key on
 // the stack: a map lookup by string(bytes) allocates nothing.
 func (r *Registry) notifyPod(namespace, name string, old, updated *Pod, deleted bool) {
 	var buf [128]byte
@@ -119,11 +151,9 @@ func (r *Registry) notifyPod(namespace, name string, old, updated *Pod, deleted 
 	r.subsMu.Lock()
 	defer r.subsMu.Unlock()
 	for s := range r.subs[string(key)] {
-		if updated != nil {
-			s.sawLocked(updated.UID)
-			if !deleted && s.wake != nil && !s.wake(old, updated) {
-				continue
-			}
+		s.sawLocked(updated.UID)
+		if !deleted && s.wake != nil && !s.wake(old, updated) {
+			continue
 		}
 		select {
 		case s.c <- struct{}{}:

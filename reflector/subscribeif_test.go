@@ -2,9 +2,11 @@ package reflector
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -100,6 +102,47 @@ func TestSubscribeIfWakesOnChosenUpdates(t *testing.T) {
 	}
 	createEvent(t, pod, "Scheduled", time.Now())
 	woken(sub, "an event of the pod")
+
+	// OnEvent sees each event of the pod first and decides whether it
+	// wakes the holder; OnEvent(nil) lets every event wake it again.
+	reasons := make(chan string, 4) // written under the subscription lock
+	var wakeOnEvent atomic.Bool
+	sub.OnEvent(func(ev *corev1.Event) bool {
+		reasons <- ev.Reason
+		return wakeOnEvent.Load()
+	})
+	asked := func(want string) {
+		t.Helper()
+		select {
+		case got := <-reasons:
+			if got != want {
+				t.Errorf("OnEvent got %s, want %s", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("OnEvent was not called for %s", want)
+		}
+	}
+	createEvent(t, pod, "Pulled", time.Now())
+	asked("Pulled")
+	r.subsMu.Lock() // the notifying pass has ended
+	r.subsMu.Unlock()
+	select {
+	case <-sub.C():
+		t.Error("woken by an event OnEvent declined")
+	default:
+	}
+	wakeOnEvent.Store(true)
+	createEvent(t, pod, "Started", time.Now())
+	asked("Started")
+	woken(sub, "an event OnEvent accepted")
+	sub.OnEvent(nil)
+	createEvent(t, pod, "Killing", time.Now())
+	woken(sub, "an event with OnEvent removed")
+	select {
+	case got := <-reasons:
+		t.Errorf("a removed OnEvent was called for %s", got)
+	default:
+	}
 	deletePod(t, ns, "watched")
 	woken(sub, "the pod was deleted")
 	// The updates the deletion made (its deletionTimestamp) asked the

@@ -430,7 +430,7 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	e.status.URL, e.status.Reason, e.status.Message = "", "", ""
 	e.stream = NewStream()
 	m.setPhaseLocked(e, PhaseStarting)
-	sopts.OnProgress = e.stream.Publish
+	sopts.OnProgress, sopts.inlineProgress = e.stream.Publish, true
 	stream, sp := e.stream, e.sp
 	m.metrics.spawnsInFlight.Inc()
 	go m.runStart(e, op, sp, stream, func(ctx context.Context) (string, error) {

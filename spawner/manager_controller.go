@@ -402,7 +402,7 @@ func (m *Manager) apply(e *entry, st Status, sp *Spawner) {
 		m.setPhaseLocked(e, PhaseStarting)
 		stream := e.stream
 		go m.runStart(e, op, sp, stream, func(ctx context.Context) (string, error) {
-			return sp.Resume(ctx, StartOptions{OnProgress: stream.Publish})
+			return sp.Resume(ctx, StartOptions{OnProgress: stream.Publish, inlineProgress: true})
 		})
 	default:
 		if phase == PhaseRunning || phase == PhaseStarting {

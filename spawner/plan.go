@@ -56,6 +56,13 @@ type StartOptions struct {
 	// event can be missed; NewStream turns it into a replayable stream.
 	OnProgress func(ProgressEvent)
 
+	// inlineProgress, set by the Manager, says OnProgress is its Stream's
+	// Publish, which never blocks: the start's pod events are then
+	// published from the event informer's handler, without waking the
+	// start (OnProgress's doc promises other callers the operation's
+	// goroutine).
+	inlineProgress bool
+
 	// planned, set by the Manager, is this start's objects as it already
 	// rendered them to check the options; the start uses them instead of
 	// rendering again when the names in use have not changed since.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -13,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -265,5 +268,50 @@ func TestStartWakes(t *testing.T) {
 				t.Errorf("startWakes = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A Manager's start forwards its pod's events from the informer's
+// handler, once each, without being woken for them, except while it
+// waits for its first event; events of another pod of the name are not
+// its, and one without a uid wakes it to look.
+func TestEventForwarderFromHandler(t *testing.T) {
+	stream := NewStream()
+	em := newEmitter(stream.Publish, clock.RealClock{})
+	em.inline = true
+	fw := &eventForwarder{em: em, uid: "pod-1"}
+	ev := func(uid, pod types.UID, count int32, reason string) *corev1.Event {
+		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{UID: uid}, Count: count, Reason: reason, Message: reason,
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", UID: pod}}
+	}
+	if fw.fromHandler(ev("e1", "pod-1", 1, "Scheduled")) {
+		t.Error("an event of the start's pod woke the start")
+	}
+	fw.forward(ev("e1", "pod-1", 1, "Scheduled")) // the start's own pass finds it sent
+	if fw.fromHandler(ev("e2", "pod-2", 1, "Other")) {
+		t.Error("an event of another pod woke the start")
+	}
+	if !fw.fromHandler(ev("e3", "", 1, "NoUID")) {
+		t.Error("an event without a uid did not wake the start")
+	}
+	fw.fromHandler(ev("e1", "pod-1", 2, "Scheduled")) // its next occurrence
+	if !fw.any() {
+		t.Error("any = false after events were sent")
+	}
+	fw.graceWait.Store(true)
+	if !fw.fromHandler(ev("e4", "pod-1", 1, "Pulled")) {
+		t.Error("an event did not wake a start waiting for its first event")
+	}
+	var got []string
+	events, _ := stream.Snapshot()
+	for _, e := range events {
+		if e.Event == nil {
+			t.Errorf("a progress event without its pod event: %+v", e)
+			continue
+		}
+		got = append(got, fmt.Sprintf("%s/%d", e.Event.UID, e.Event.Count))
+	}
+	if want := []string{"e1/1", "e1/2", "e4/1"}; !slices.Equal(got, want) {
+		t.Errorf("forwarded %v, want %v", got, want)
 	}
 }

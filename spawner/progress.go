@@ -37,10 +37,17 @@ type ProgressEvent struct {
 func (e ProgressEvent) Final() bool { return e.Ready || e.Failed || e.Stopped }
 
 // emitter turns one operation's steps into ProgressEvents for its
-// OnProgress callback. It is used from the operation's goroutine only.
+// OnProgress callback. It is used from the operation's goroutine, and,
+// when inline is set, from the event informer's handler too (a pod event
+// forwarded without waking the operation): mu orders the two.
 type emitter struct {
-	fn       func(ProgressEvent)
-	clock    clock.PassiveClock
+	fn    func(ProgressEvent)
+	clock clock.PassiveClock
+	// inline: fn never blocks (the Manager's Stream.Publish), so pod
+	// events may be sent from the informer's handler.
+	inline bool
+
+	mu       sync.Mutex // guards progress and done, and orders the calls of fn
 	progress float64
 	done     bool
 }
@@ -49,7 +56,8 @@ func newEmitter(fn func(ProgressEvent), c clock.PassiveClock) *emitter {
 	return &emitter{fn: fn, clock: c}
 }
 
-func (em *emitter) send(e ProgressEvent) {
+// sendLocked calls fn with e (em.mu held).
+func (em *emitter) sendLocked(e ProgressEvent) {
 	if em.fn == nil || em.done {
 		return
 	}
@@ -57,18 +65,28 @@ func (em *emitter) send(e ProgressEvent) {
 	em.fn(e)
 }
 
+func (em *emitter) send(e ProgressEvent) {
+	em.mu.Lock()
+	defer em.mu.Unlock()
+	em.sendLocked(e)
+}
+
 // note adds a message at the current progress (pct < 0) or at pct.
 func (em *emitter) note(pct int, msg string) {
+	em.mu.Lock()
+	defer em.mu.Unlock()
 	if pct > int(em.progress) {
 		em.progress = float64(pct)
 	}
-	em.send(ProgressEvent{Progress: int(em.progress), Message: msg, Time: em.clock.Now()})
+	em.sendLocked(ProgressEvent{Progress: int(em.progress), Message: msg, Time: em.clock.Now()})
 }
 
 // event adds a pod event, a third of the way closer to 90%.
 func (em *emitter) event(e *corev1.Event) {
+	em.mu.Lock()
+	defer em.mu.Unlock()
 	em.progress += (90 - em.progress) / 3
-	em.send(ProgressEvent{
+	em.sendLocked(ProgressEvent{
 		Progress: int(em.progress),
 		Message:  fmt.Sprintf("%s [%s] %s", reflector.EventTime(e).UTC().Format(time.RFC3339), e.Type, e.Message),
 		Time:     reflector.EventTime(e),

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,6 +46,7 @@ func (s *Spawner) Start(ctx context.Context, opts StartOptions) (string, error) 
 	}
 	defer s.release()
 	em := newEmitter(opts.OnProgress, s.b.clock)
+	em.inline = opts.inlineProgress
 	url, err := s.start(ctx, &opts, em)
 	em.finish(url, err)
 	return url, err
@@ -362,13 +365,14 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 	sub *reflector.Subscription, ns, name string, uid types.UID, em *emitter) (*reflector.Pod, string, error) {
 	wctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout.Duration())
 	defer cancel()
-	// An event once per occurrence (its uid and count); made when events
-	// are followed.
-	type occurrence struct {
-		uid   types.UID
-		count int32
+	var fw *eventForwarder
+	if events != nil {
+		fw = &eventForwarder{em: em, uid: uid}
+		if em.inline {
+			sub.OnEvent(fw.fromHandler)
+			defer sub.OnEvent(nil)
+		}
 	}
-	var seen map[occurrence]bool
 	key := reflector.PodKey(ns, name) // built once: the loop reads the pod on every change
 	pulls := newPullTracker(2)
 	var slow <-chan time.Time
@@ -384,15 +388,12 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 	graceOver := false
 	for {
 		if events != nil {
+			// Those the handler has not forwarded yet: events from before
+			// the subscription or the pod's uid, or all of them when the
+			// handler does not forward.
 			if evs, err := events.ForUID(wctx, uid); err == nil {
 				for _, e := range evs {
-					if o := (occurrence{e.UID, e.Count}); !seen[o] {
-						if seen == nil {
-							seen = map[occurrence]bool{}
-						}
-						seen[o] = true
-						em.event(e)
-					}
+					fw.forward(e)
 				}
 			}
 		}
@@ -428,7 +429,14 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 				// time of exactly those starts whose events lag). A start
 				// without an OnProgress callback has nobody to show them
 				// to, and does not wait.
-				if events == nil || len(seen) > 0 || graceOver {
+				if events == nil || graceOver || fw.any() {
+					return pod, "", nil
+				}
+				// From here an event wakes the start; one forwarded
+				// before that was counted by any, and one forwarded
+				// meanwhile is counted now.
+				fw.graceWait.Store(true)
+				if fw.any() {
 					return pod, "", nil
 				}
 				if grace == nil {
@@ -466,6 +474,62 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 	}
 }
 
+// eventForwarder sends a start's pod events to its progress once each
+// (by the event's uid and count), from the start's goroutine and, for the
+// Manager's starts (emitter.inline), from the event informer's handler
+// as each event arrives, so that the start need not wake for it.
+type eventForwarder struct {
+	em  *emitter
+	uid types.UID // the start's pod
+	// graceWait is set while a ready start waits for its first event:
+	// then an event wakes it.
+	graceWait atomic.Bool
+
+	mu   sync.Mutex // guards seen
+	seen map[occurrence]bool
+}
+
+// occurrence is one occurrence of an event: its uid and count.
+type occurrence struct {
+	uid   types.UID
+	count int32
+}
+
+// forward sends e to the progress unless it was sent before.
+func (fw *eventForwarder) forward(e *corev1.Event) {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	o := occurrence{e.UID, e.Count}
+	if fw.seen[o] {
+		return
+	}
+	if fw.seen == nil {
+		fw.seen = map[occurrence]bool{}
+	}
+	fw.seen[o] = true
+	fw.em.event(e)
+}
+
+// any reports whether an event has been sent.
+func (fw *eventForwarder) any() bool {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return len(fw.seen) > 0
+}
+
+// fromHandler is the subscription's OnEvent function: it forwards an
+// event of the start's pod and wakes the start only while it waits for
+// its first event (an event of another pod of the name does not concern
+// it; one without a uid wakes it, and the start reads it from the index).
+func (fw *eventForwarder) fromHandler(e *corev1.Event) bool {
+	if e.InvolvedObject.UID != fw.uid {
+		// Without a uid it may be the start's: let the start look.
+		return e.InvolvedObject.UID == ""
+	}
+	fw.forward(e)
+	return fw.graceWait.Load()
+}
+
 // eventGrace bounds how long a ready pod's start waits for its first pod
 // event to reach the progress stream.
 const eventGrace = 300 * time.Millisecond
@@ -500,6 +564,7 @@ func (s *Spawner) Resume(ctx context.Context, opts StartOptions) (string, error)
 	}
 	defer s.release()
 	em := newEmitter(opts.OnProgress, s.b.clock)
+	em.inline = opts.inlineProgress
 	url, err := s.resume(ctx, em)
 	em.finish(url, err)
 	return url, err
