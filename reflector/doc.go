@@ -170,10 +170,12 @@
 // subscriber reads the current state from the cache after each wake-up.
 // This is how spawnkit waits for pods without sleep loops.
 // Registry.SubscribeIf lets a function decide which adds and updates wake
-// the subscriber (deletions and events always do): a start is woken only
-// by changes it acts on. Subscription.Seen reports the pods of the name
-// the cache has had meanwhile, woken or not, so that a subscriber whose
-// pod's add did not wake it still knows a pod missing from the cache was
+// the subscriber (deletions always do), and Subscription.OnEvent which
+// events do: a start is woken only by changes it acts on, and a Manager's
+// start has its pod's events forwarded to its progress stream from the
+// handler. Subscription.Seen reports the pods of the name an informer has
+// had meanwhile, woken or not, so that a subscriber whose pod's add did
+// not wake it still knows a pod missing from that informer's cache was
 // deleted.
 //
 // # Client rate limits

@@ -51,7 +51,7 @@ func (r *Registry) podChanged(e *entry, old, obj any, deleted bool) {
 		r.forgetEvents(pod.UID, pod.Namespace, pod.Name)
 	}
 	prev, _ := old.(*Pod)
-	r.notifyPod(pod.Namespace, pod.Name, prev, pod, deleted)
+	r.notifyPod(e, prev, pod, deleted)
 	e.observers.call(pod, deleted)
 }
 

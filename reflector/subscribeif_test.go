@@ -72,6 +72,16 @@ func TestSubscribeIfWakesOnChosenUpdates(t *testing.T) {
 		default:
 		}
 	}
+	nextUpdate := func() update {
+		t.Helper()
+		select {
+		case u := <-updates:
+			return u
+		case <-time.After(10 * time.Second):
+			t.Fatal("the wake function was not asked")
+			return update{}
+		}
+	}
 	setStep := func(step string) {
 		t.Helper()
 		p, err := c.Client.CoreV1().Pods(ns).Get(t.Context(), "watched", metav1.GetOptions{})
@@ -85,11 +95,11 @@ func TestSubscribeIfWakesOnChosenUpdates(t *testing.T) {
 	}
 
 	pod := createPod(t, ns, "watched", map[string]string{"component": "singleuser-server", "step": "created"})
-	if sub.Seen("no-such-uid") {
+	if sub.Seen(pods, "no-such-uid") {
 		t.Error("Seen a uid no pod had")
 	}
 	notWoken("the pod was created", update{"<added>", "created"})
-	if !sub.Seen(pod.UID) {
+	if !sub.Seen(pods, pod.UID) {
 		t.Errorf("Seen(%s) = false after its add", pod.UID)
 	}
 	setStep("quiet")
@@ -97,7 +107,7 @@ func TestSubscribeIfWakesOnChosenUpdates(t *testing.T) {
 	setStep("wake")
 	woken(sub, "an update the function accepted")
 	woken(all, "an update the function accepted")
-	if got := <-updates; got != (update{"quiet", "wake"}) {
+	if got := nextUpdate(); got != (update{"quiet", "wake"}) {
 		t.Errorf("the wake function got %+v, want quiet -> wake", got)
 	}
 	createEvent(t, pod, "Scheduled", time.Now())
@@ -124,8 +134,8 @@ func TestSubscribeIfWakesOnChosenUpdates(t *testing.T) {
 	}
 	createEvent(t, pod, "Pulled", time.Now())
 	asked("Pulled")
-	r.subsMu.Lock() // the notifying pass has ended
-	r.subsMu.Unlock()
+	sub.evMu.Lock() // the function has returned
+	sub.evMu.Unlock()
 	select {
 	case <-sub.C():
 		t.Error("woken by an event OnEvent declined")
@@ -143,46 +153,77 @@ func TestSubscribeIfWakesOnChosenUpdates(t *testing.T) {
 		t.Errorf("a removed OnEvent was called for %s", got)
 	default:
 	}
+	// The deletion's notification ends before Observe functions run.
+	deleted := make(chan struct{}, 1)
+	remove, err := pods.Observe(func(p *Pod, del bool) {
+		if del && p.Name == "watched" {
+			deleted <- struct{}{}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remove()
 	deletePod(t, ns, "watched")
 	woken(sub, "the pod was deleted")
+	select {
+	case <-deleted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the deletion was not observed")
+	}
 	// The updates the deletion made (its deletionTimestamp) asked the
-	// function; the deletion itself woke sub without asking.
+	// function, and may have left a wake-up; the deletion itself woke sub
+	// without asking.
 	for len(updates) > 0 {
 		<-updates
 	}
+	select {
+	case <-sub.C():
+	default:
+	}
 	again := createPod(t, ns, "watched", map[string]string{"component": "singleuser-server", "step": "wake"})
 	woken(sub, "an add the function accepted")
-	if got := <-updates; got != (update{"<added>", "wake"}) {
+	if got := nextUpdate(); got != (update{"<added>", "wake"}) {
 		t.Errorf("the wake function got %+v, want an add of step wake", got)
 	}
-	if !sub.Seen(pod.UID) || !sub.Seen(again.UID) {
-		t.Errorf("Seen: first pod %v, second %v; want both", sub.Seen(pod.UID), sub.Seen(again.UID))
+	if !sub.Seen(pods, pod.UID) || !sub.Seen(pods, again.UID) {
+		t.Errorf("Seen: first pod %v, second %v; want both", sub.Seen(pods, pod.UID), sub.Seen(pods, again.UID))
 	}
 }
 
-// Seen keeps the latest uids of the name only, each once.
+// Seen keeps the latest uids of the name only, each once, and answers
+// for one informer: another informer of the Registry may be ahead.
 func TestSubscriptionSeenIsBounded(t *testing.T) {
 	s := &Subscription{r: &Registry{}}
+	informer, other := &entry{}, &entry{}
+	pods := &Pods{h: handle{e: informer}}
 	uid := func(i int) types.UID { return types.UID(fmt.Sprintf("uid-%d", i)) }
 	for i := range maxSeen + 3 {
-		s.sawLocked(uid(i))
-		s.sawLocked(uid(i)) // again: kept once
+		s.sawLocked(informer, uid(i))
+		s.sawLocked(informer, uid(i)) // again: kept once
 	}
-	s.sawLocked(uid(5)) // seen again: now the latest
-	s.sawLocked("")     // a pod without a uid is not recorded
+	s.sawLocked(informer, uid(5)) // seen again: now the latest
+	s.sawLocked(informer, "")     // a pod without a uid is not recorded
 	if len(s.seen) != maxSeen {
 		t.Fatalf("%d uids kept, want %d: %v", len(s.seen), maxSeen, s.seen)
 	}
 	for i := range maxSeen + 3 {
-		if want := i >= 3; s.Seen(uid(i)) != want {
+		if want := i >= 3; s.Seen(pods, uid(i)) != want {
 			t.Errorf("Seen(%s) = %v, want %v", uid(i), !want, want)
 		}
 	}
-	if s.seen[len(s.seen)-1] != uid(5) {
-		t.Errorf("latest uid %s, want uid-5", s.seen[len(s.seen)-1])
+	if s.seen[len(s.seen)-1].uid != uid(5) {
+		t.Errorf("latest uid %s, want uid-5", s.seen[len(s.seen)-1].uid)
 	}
-	s.sawLocked(uid(0)) // a new one drops the oldest
-	if s.Seen(uid(3)) || !s.Seen(uid(0)) {
-		t.Errorf("after a new uid: Seen(uid-3) %v (want false), Seen(uid-0) %v (want true)", s.Seen(uid(3)), s.Seen(uid(0)))
+	s.sawLocked(informer, uid(0)) // a new one drops the oldest
+	if s.Seen(pods, uid(3)) || !s.Seen(pods, uid(0)) {
+		t.Errorf("after a new uid: Seen(uid-3) %v (want false), Seen(uid-0) %v (want true)", s.Seen(pods, uid(3)), s.Seen(pods, uid(0)))
+	}
+	s.sawLocked(other, "uid-elsewhere")
+	if s.Seen(pods, "uid-elsewhere") {
+		t.Error("Seen reports a pod only another informer has had")
+	}
+	if !s.Seen(&Pods{h: handle{e: other}}, "uid-elsewhere") {
+		t.Error("Seen through the other informer = false")
 	}
 }

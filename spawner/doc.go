@@ -143,7 +143,8 @@
 // for its lifetime, so nothing relists in steady state). While a start
 // runs, its pod's changes are the start's to follow (it wakes only for
 // those that can end or advance it: readiness, exit, deletion, a fatal
-// or image-pull wait, an event), except that an unschedulable pod is
+// or image-pull wait; its pod's events reach the progress stream from the
+// event informer's handler, without waking it), except that an unschedulable pod is
 // still reconciled (for UnschedulableTimeout); when it ends the server is reconciled
 // from the cache, unless it succeeded on the pod version the cache still
 // holds: a successful spawn costs no reconcile. Watch streams status

@@ -97,6 +97,9 @@ type base struct {
 	// httpClient is true when client's requests go through net/http, so
 	// the request timeout can start when a request leaves the client.
 	httpClient bool
+	// woken, set by tests only, is called each time a start's wait is
+	// woken by its subscription.
+	woken func()
 }
 
 func newBase(opts Options) (*base, error) {

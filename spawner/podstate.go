@@ -101,7 +101,9 @@ func fatalReason(pod *reflector.Pod, fatal []string) (string, string) {
 // about half of them in a start's life. Nor does the add of a pod that is
 // in none of those states (the start's own pod, just created, or another
 // of the name): the start learns of it from the subscription's Seen.
-// Deletions and events always wake it.
+// Deletions always wake it, and so do its pod's events, except those of a
+// Manager's start, which the event informer's handler forwards to the
+// progress stream (eventForwarder) without waking it.
 func startWakes(fatal []string) func(old, updated *reflector.Pod) bool {
 	return func(old, updated *reflector.Pod) bool {
 		if old == nil {

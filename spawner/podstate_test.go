@@ -273,8 +273,8 @@ func TestStartWakes(t *testing.T) {
 
 // A Manager's start forwards its pod's events from the informer's
 // handler, once each, without being woken for them, except while it
-// waits for its first event; events of another pod of the name are not
-// its, and one without a uid wakes it to look.
+// waits for its first event; events of another pod of the name, or
+// without a uid, are not its.
 func TestEventForwarderFromHandler(t *testing.T) {
 	stream := NewStream()
 	em := newEmitter(stream.Publish, clock.RealClock{})
@@ -291,8 +291,8 @@ func TestEventForwarderFromHandler(t *testing.T) {
 	if fw.fromHandler(ev("e2", "pod-2", 1, "Other")) {
 		t.Error("an event of another pod woke the start")
 	}
-	if !fw.fromHandler(ev("e3", "", 1, "NoUID")) {
-		t.Error("an event without a uid did not wake the start")
+	if fw.fromHandler(ev("e3", "", 1, "NoUID")) {
+		t.Error("an event without a uid woke the start")
 	}
 	fw.fromHandler(ev("e1", "pod-1", 2, "Scheduled")) // its next occurrence
 	if !fw.any() {

@@ -3,10 +3,13 @@ package spawner
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -21,35 +24,16 @@ import (
 // pending) and then drops with no update in between fails the start at
 // the deletion: the subscription's Seen tells the start that the cache
 // had its pod. Without it the start would take the missing pod for one
-// not yet seen and find out only from the API check it makes after 5 s.
+// not yet seen, and its API check after 5 s would find the pod still in
+// the fake's tracker: it would wait until start_timeout.
 //
 // A real API server always sends an update with the deletion timestamp
 // first, which wakes the start; a watch that skips it (a relist after the
 // watch broke, or both changes read at once by a loaded hub) cannot be
 // had on demand, so the pod watch here is driven by hand.
 func TestStartSeesItsPodDeletedWithoutAnUpdate(t *testing.T) {
-	client := fake.NewClientset()
-	podWatch := watch.NewFake()
-	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
-		return true, podWatch, nil
-	})
-	created := make(chan *corev1.Pod, 1)
-	client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
-		pod.UID = types.UID("uid-" + pod.Name) // the tracker makes none
-		created <- pod.DeepCopy()
-		return false, nil, nil // the tracker stores it
-	})
-	registry, err := reflector.New(reflector.Options{Client: client})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer registry.Close()
-	s, err := New(naming.Server{Username: "gone"}, Options{Client: client, Registry: registry, Config: baseConfig("ns")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	f := newHandDriven(t, "gone")
+	podWatch, registry := f.pods, f.registry
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	pods, err := registry.Pods(ctx, "ns")
@@ -61,20 +45,10 @@ func TestStartSeesItsPodDeletedWithoutAnUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	started := make(chan error, 1)
-	go func() { _, err := s.Start(ctx, hubStart()); started <- err }()
-	var pod *corev1.Pod
-	select {
-	case pod = <-created:
-	case err := <-started:
-		t.Fatalf("Start ended before creating its pod: %v", err)
-	}
-	// The add comes well after the start's first look at the cache (the
-	// fake answers its remaining calls at once), as a loaded informer's
-	// would; the pod is pending, so the add does not wake the start.
-	time.Sleep(300 * time.Millisecond)
-	pod.ResourceVersion = "1"
-	podWatch.Add(pod)
+	// The add comes well after the start's first look at the cache, as a
+	// loaded informer's would; the pod is pending, so the add does not
+	// wake the start.
+	pod, started := f.start(t, ctx, hubStart())
 	for {
 		if _, ok, err := pods.Get(ctx, "ns", pod.Name); err != nil {
 			t.Fatal(err)
@@ -100,4 +74,126 @@ func TestStartSeesItsPodDeletedWithoutAnUpdate(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("the start did not see its pod's deletion within 3 s")
 	}
+}
+
+// A Manager's start (inlineProgress) gets its pod's events into its
+// progress stream from the event informer's handler, without being woken
+// for them; a Spawner's start with an OnProgress of its own is woken and
+// forwards them itself, from its goroutine as OnProgress promises. The
+// pod and event watches are driven by hand so that nothing else wakes
+// the start: the pod stays pending.
+func TestManagerStartForwardsEventsWithoutWaking(t *testing.T) {
+	for _, inline := range []bool{true, false} {
+		t.Run(fmt.Sprintf("inline=%v", inline), func(t *testing.T) {
+			f := newHandDriven(t, "progress")
+			podWatch, eventWatch, registry, s := f.pods, f.events, f.registry, f.s
+			var wakes atomic.Int32
+			s.b.woken = func() { wakes.Add(1) }
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			// Both informers synced on empty lists: the pod and the event
+			// come by the watches.
+			pods, err := registry.Pods(ctx, "ns")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pods.Release()
+			events, err := registry.Events(ctx, "ns")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer events.Release()
+			if err := pods.WaitForSync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := events.WaitForSync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			stream := NewStream()
+			opts := hubStart()
+			opts.OnProgress, opts.inlineProgress = stream.Publish, inline
+			// The start waits for its pod by now: an event before that
+			// would be left for its first look, which wakes it once.
+			pod, started := f.start(t, ctx, opts)
+			now := metav1.Now()
+			eventWatch.Add(&corev1.Event{
+				ObjectMeta:     metav1.ObjectMeta{Name: pod.Name + ".1", Namespace: "ns", UID: "event-1", ResourceVersion: "2"},
+				InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: pod.Name, UID: pod.UID},
+				Reason:         "Scheduled", Message: "Successfully assigned", Type: corev1.EventTypeNormal, Count: 1,
+				FirstTimestamp: now, LastTimestamp: now,
+			})
+			for e := range stream.Events(ctx, 0) {
+				if e.Event != nil {
+					if e.Event.UID != "event-1" {
+						t.Errorf("progress has event %s, want event-1", e.Event.UID)
+					}
+					break
+				}
+			}
+			if inline && wakes.Load() != 0 {
+				t.Errorf("the start was woken %d times; its event came without waking it", wakes.Load())
+			}
+			if !inline && wakes.Load() == 0 {
+				t.Error("a start that forwards events itself was not woken for one")
+			}
+			podWatch.Delete(pod)
+			if err := <-started; !errors.Is(err, ErrPodGone) {
+				t.Errorf("Start = %v; want ErrPodGone", err)
+			}
+		})
+	}
+}
+
+// handDriven is a Spawner on a fake clientset whose pod and event watches
+// the test drives by hand; the pods it creates get a uid and are sent to
+// created.
+type handDriven struct {
+	pods, events *watch.FakeWatcher
+	created      chan *corev1.Pod
+	registry     *reflector.Registry
+	s            *Spawner
+}
+
+func newHandDriven(t *testing.T, user string) *handDriven {
+	t.Helper()
+	f := &handDriven{pods: watch.NewFake(), events: watch.NewFake(), created: make(chan *corev1.Pod, 1)}
+	client := fake.NewClientset()
+	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) { return true, f.pods, nil })
+	client.PrependWatchReactor("events", func(k8stesting.Action) (bool, watch.Interface, error) { return true, f.events, nil })
+	client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		pod.UID = types.UID("uid-" + pod.Name) // the tracker makes none
+		f.created <- pod.DeepCopy()
+		return false, nil, nil // the tracker stores it
+	})
+	var err error
+	if f.registry, err = reflector.New(reflector.Options{Client: client}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.registry.Close)
+	if f.s, err = New(naming.Server{Username: user}, Options{Client: client, Registry: f.registry, Config: baseConfig("ns")}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.s.Close)
+	return f
+}
+
+// start runs f.s.Start(ctx, opts) in the background and, once its pod is
+// created and the start has had time to look at the cache (the fake
+// answers its remaining calls at once), sends the pod's add, pending, by
+// the pod watch. started receives Start's error.
+func (f *handDriven) start(t *testing.T, ctx context.Context, opts StartOptions) (*corev1.Pod, <-chan error) {
+	t.Helper()
+	started := make(chan error, 1)
+	go func() { _, err := f.s.Start(ctx, opts); started <- err }()
+	var pod *corev1.Pod
+	select {
+	case pod = <-f.created:
+	case err := <-started:
+		t.Fatalf("Start ended before creating its pod: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	pod.ResourceVersion = "1"
+	f.pods.Add(pod)
+	return pod, started
 }

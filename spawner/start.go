@@ -400,7 +400,7 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 		// Seen before the cache read: the subscription hears of a change
 		// only after the cache has it, so a pod seen and then missing
 		// was deleted (its add does not wake the start: startWakes).
-		ours := inCache || sub.Seen(uid)
+		ours := inCache || sub.Seen(pods, uid)
 		pod, ok, err := pods.GetByKey(wctx, key)
 		switch {
 		case err != nil:
@@ -455,10 +455,13 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 		}
 		select {
 		case <-sub.C():
+			if s.b.woken != nil {
+				s.b.woken()
+			}
 		case <-grace:
 			graceOver = true
 		case <-missing:
-			if !inCache && !sub.Seen(uid) {
+			if !inCache && !sub.Seen(pods, uid) {
 				if gone, err := s.podGone(wctx, ns, name, uid); err == nil && gone {
 					return nil, ReasonPodGone, fmt.Errorf("%w: pod %s/%s was deleted", ErrPodGone, ns, name)
 				}
@@ -519,12 +522,13 @@ func (fw *eventForwarder) any() bool {
 
 // fromHandler is the subscription's OnEvent function: it forwards an
 // event of the start's pod and wakes the start only while it waits for
-// its first event (an event of another pod of the name does not concern
-// it; one without a uid wakes it, and the start reads it from the index).
+// its first event. An event of another pod of the name, or without a uid,
+// does not concern it.
 func (fw *eventForwarder) fromHandler(e *corev1.Event) bool {
 	if e.InvolvedObject.UID != fw.uid {
-		// Without a uid it may be the start's: let the start look.
-		return e.InvolvedObject.UID == ""
+		// Another pod's, or one without a uid, which the start does not
+		// follow (events.ForUID does not return it) either way.
+		return false
 	}
 	fw.forward(e)
 	return fw.graceWait.Load()
