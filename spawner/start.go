@@ -397,11 +397,19 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 				}
 			}
 		}
-		// Seen before the cache read: the subscription hears of a change
-		// only after the cache has it, so a pod seen and then missing
-		// was deleted (its add does not wake the start: startWakes).
-		ours := inCache || sub.Seen(pods, uid)
 		pod, ok, err := pods.GetByKey(wctx, key)
+		ours := inCache
+		if err == nil && !inCache && (!ok || pod.UID != uid) {
+			// Not ours in the cache: had the cache ours before (its add
+			// does not wake the start: startWakes)? The subscription
+			// hears of a change only after the cache has it, so if Seen
+			// says so, a second read that misses it means deleted or
+			// replaced. (Seen before every read would be simpler, but it
+			// takes the Registry's subscription lock on every wake-up.)
+			if ours = sub.Seen(pods, uid); ours {
+				pod, ok, err = pods.GetByKey(wctx, key)
+			}
+		}
 		switch {
 		case err != nil:
 			return nil, s.waitReason(ctx, wctx), s.waitErr(ctx, wctx, cfg, err)

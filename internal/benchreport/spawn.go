@@ -67,7 +67,7 @@ func measureSpawns(ctx context.Context, env *Env, repeats int, api string) ([]Me
 		cpu := Measure{Name: fmt.Sprintf("client CPU per spawn, %s, %d concurrent", what, n), Unit: "CPU ms/spawn",
 			Better: Lower, Goal: &Goal{Of: "ratio", Value: 1.2}}
 		var calls, timings []runDetail
-		for r := range repeats {
+		for r := range spawnRepeats(n, repeats) {
 			// Alternate which side goes first, so that neither always meets
 			// the cluster warmer or busier.
 			sides := []string{"raw", "spawnkit"}
@@ -115,6 +115,22 @@ func measureSpawns(ctx context.Context, env *Env, repeats int, api string) ([]Me
 		out = append(out, through, creates, requests, cpu)
 	}
 	return out, nil
+}
+
+// shortSpawnRun is the largest spawn count whose runs are short (about 2
+// s): their CPU and throughput ratios scatter most (0.7× to 1.5× between
+// repeats of the same code on 2 cores, against 1.1× to 1.3× for 1,000
+// spawns), so they are repeated more.
+const shortSpawnRun = 100
+
+// spawnRepeats is how often a spawn row of n spawns is repeated:
+// 2×repeats−1 times for short runs (9 for the default 5: the median of 9
+// moves about half as much as one of 5), repeats otherwise.
+func spawnRepeats(n, repeats int) int {
+	if n <= shortSpawnRun {
+		return 2*repeats - 1
+	}
+	return repeats
 }
 
 // runDetail is one side's run of a repeat, in a spawn row's Detail:

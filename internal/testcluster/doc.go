@@ -7,7 +7,11 @@
 // kube-controller-manager (node lifecycle, garbage collector, namespace
 // controllers) and kwok managing fake nodes, so pods are scheduled, get an
 // IP, turn Running and Ready and emit real events, owner references
-// cascade and namespaces finish terminating. Every binary is the upstream
+// cascade and namespaces finish terminating. kube-scheduler runs without
+// its client rate limit (as kwokctl runs it for benchmarks; kwok has
+// none): at its default 50 requests per second, one binding per pod, it
+// fell behind a burst of pods created at that rate, and the time to Ready
+// measured its queue. Every binary is the upstream
 // one built from the Go module proxy by internal/tools (make testbin) into
 // a cache directory outside the repository; see DefaultBinDir.
 //
