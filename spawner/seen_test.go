@@ -32,18 +32,10 @@ import (
 // watch broke, or both changes read at once by a loaded hub) cannot be
 // had on demand, so the pod watch here is driven by hand.
 func TestStartSeesItsPodDeletedWithoutAnUpdate(t *testing.T) {
-	f := newHandDriven(t, "gone")
-	podWatch, registry := f.pods, f.registry
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	pods, err := registry.Pods(ctx, "ns")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pods.Release()
-	if err := pods.WaitForSync(ctx); err != nil { // the list is empty: the pod comes by the watch
-		t.Fatal(err)
-	}
+	f := newHandDriven(t, ctx, "gone")
+	podWatch, pods := f.pods, f.podCache
 
 	// The add comes well after the start's first look at the cache, as a
 	// loaded informer's would; the pod is pending, so the add does not
@@ -85,30 +77,12 @@ func TestStartSeesItsPodDeletedWithoutAnUpdate(t *testing.T) {
 func TestManagerStartForwardsEventsWithoutWaking(t *testing.T) {
 	for _, inline := range []bool{true, false} {
 		t.Run(fmt.Sprintf("inline=%v", inline), func(t *testing.T) {
-			f := newHandDriven(t, "progress")
-			podWatch, eventWatch, registry, s := f.pods, f.events, f.registry, f.s
-			var wakes atomic.Int32
-			s.b.woken = func() { wakes.Add(1) }
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
-			// Both informers synced on empty lists: the pod and the event
-			// come by the watches.
-			pods, err := registry.Pods(ctx, "ns")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pods.Release()
-			events, err := registry.Events(ctx, "ns")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer events.Release()
-			if err := pods.WaitForSync(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := events.WaitForSync(ctx); err != nil {
-				t.Fatal(err)
-			}
+			f := newHandDriven(t, ctx, "progress")
+			podWatch, eventWatch, s := f.pods, f.events, f.s
+			var wakes atomic.Int32
+			s.b.woken = func() { wakes.Add(1) }
 			stream := NewStream()
 			opts := hubStart()
 			opts.OnProgress, opts.inlineProgress = stream.Publish, inline
@@ -146,15 +120,17 @@ func TestManagerStartForwardsEventsWithoutWaking(t *testing.T) {
 
 // handDriven is a Spawner on a fake clientset whose pod and event watches
 // the test drives by hand; the pods it creates get a uid and are sent to
-// created.
+// created. Its Registry's pod and event informers are held (podCache) and
+// synced on empty lists, so pods and events arrive by the watches only.
 type handDriven struct {
 	pods, events *watch.FakeWatcher
 	created      chan *corev1.Pod
 	registry     *reflector.Registry
+	podCache     *reflector.Pods
 	s            *Spawner
 }
 
-func newHandDriven(t *testing.T, user string) *handDriven {
+func newHandDriven(t *testing.T, ctx context.Context, user string) *handDriven {
 	t.Helper()
 	f := &handDriven{pods: watch.NewFake(), events: watch.NewFake(), created: make(chan *corev1.Pod, 1)}
 	client := fake.NewClientset()
@@ -175,6 +151,21 @@ func newHandDriven(t *testing.T, user string) *handDriven {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.s.Close)
+	if f.podCache, err = f.registry.Pods(ctx, "ns"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.podCache.Release)
+	events, err := f.registry.Events(ctx, "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(events.Release)
+	if err := f.podCache.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := events.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return f
 }
 
