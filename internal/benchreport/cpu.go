@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -90,4 +92,69 @@ func writeHeapProfile(prefix, when string) error {
 		return fmt.Errorf("writing the heap profile: %w", err)
 	}
 	return f.Close()
+}
+
+// machineBusy reads the machine's busy and total CPU time so far, in
+// clock ticks, from /proc/stat's first line (every CPU together).
+func machineBusy() (busy, total uint64, err error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 5 || fields[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	for i, f := range fields[1:] {
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: field %d of %q: %w", i+1, line, err)
+		}
+		total += v
+		// idle (4th) and iowait (5th) are the machine waiting, not working.
+		if i != 3 && i != 4 {
+			busy += v
+		}
+	}
+	return busy, total, nil
+}
+
+// waitQuiet waits until the machine has been quiet, every CPU together
+// less than maxBusy busy, for quietFor in a row, or until limit has
+// passed, whichever is first; it reports how long it waited and whether
+// the machine got quiet. A fixed pause guesses how long the simulated
+// cluster takes to digest a large deletion (garbage collection, etcd
+// compaction, kwok's clean-up); this waits for it to be done.
+func waitQuiet(ctx context.Context, maxBusy float64, quietFor, limit time.Duration) (time.Duration, bool, error) {
+	const tick = time.Second
+	begin := time.Now()
+	busy0, total0, err := machineBusy()
+	if err != nil {
+		return 0, false, err
+	}
+	quiet := time.Duration(0)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for quiet < quietFor {
+		if time.Since(begin) >= limit {
+			return time.Since(begin), false, nil
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return time.Since(begin), false, context.Cause(ctx)
+		}
+		busy, total, err := machineBusy()
+		if err != nil {
+			return time.Since(begin), false, err
+		}
+		if total > total0 && float64(busy-busy0)/float64(total-total0) < maxBusy {
+			quiet += tick
+		} else {
+			quiet = 0
+		}
+		busy0, total0 = busy, total
+	}
+	return time.Since(begin), true, nil
 }

@@ -40,7 +40,10 @@
 //     Registry, against a map diff over a plain informer's store. It runs
 //     on client-go's fake clientset: creating 100,000 real pods would take
 //     many minutes and change nothing the row measures. It runs in a child
-//     process with a heap of its own, not one shaped by the rows before.
+//     process with a heap of its own, not one shaped by the rows before,
+//     once the machine is quiet (the cluster may still be digesting the
+//     deletions of the rows before: less than 10% of the CPUs busy for
+//     5 s, at most 3 minutes).
 //   - watches (watches.go): WATCH requests opened for 200 users in
 //     user-namespace mode, spawnkit's Manager against per-namespace raw
 //     informers.
@@ -68,7 +71,7 @@
 // without client rate limits (see testcluster), so that they keep up with
 // the clients' creates and the spawn rows measure the clients. A run of
 // 100 spawns lasts about 2 s, and its ratios scatter most between
-// repeats, so those rows are repeated 2×repeats−1 times (9 by default). Every ratio is spawnkit/raw, taken
+// repeats, so those rows are repeated 3×repeats times (15 by default). Every ratio is spawnkit/raw, taken
 // per repeat and summarised; each row says whether higher or lower is
 // better (a throughput ratio above 1 means spawnkit is faster, a CPU
 // ratio above 1 that it spends more). A run that fails is listed under
@@ -185,7 +188,7 @@ type Env struct {
 func main() {
 	flags := flag.NewFlagSet("benchreport", flag.ExitOnError)
 	sizes := flags.String("sizes", "100,1000", "concurrent spawns of the start and manager rows, comma-separated: one row each")
-	repeats := flags.Int("repeats", 5, "runs per side and row (the spawn rows are noisy on 2 cores: a median of 5 moves less than one of 3; the rows of 100 spawns run 2×repeats−1 times)")
+	repeats := flags.Int("repeats", 5, "runs per side and row (the spawn rows are noisy on 2 cores: a median of 5 moves less than one of 3; the rows of 100 spawns run 3×repeats times)")
 	quick := flags.Bool("quick", false, "a smoke run: small sizes (20), 1,000 poll pods, unless -sizes or -poll-pods are given")
 	only := flags.String("only", "", "run only these row groups, comma-separated: "+groupNames())
 	pollPods := flags.Int("poll-pods", 10_000, "pods in the cache for the poll rows")

@@ -124,11 +124,15 @@ func measureSpawns(ctx context.Context, env *Env, repeats int, api string) ([]Me
 const shortSpawnRun = 100
 
 // spawnRepeats is how often a spawn row of n spawns is repeated:
-// 2×repeats−1 times for short runs (9 for the default 5: the median of 9
-// moves about half as much as one of 5), repeats otherwise.
+// 3×repeats times for short runs (15 for the default 5), repeats
+// otherwise. One side's CPU per spawn moves up to 2× between repeats of
+// the same code (with its context switches: how the cluster's updates
+// happen to batch), so the median of 9 ratios still moved by ±0.08×
+// between runs of one build; the median of 15 moves about a quarter
+// less.
 func spawnRepeats(n, repeats int) int {
 	if n <= shortSpawnRun {
-		return 2*repeats - 1
+		return 3 * repeats
 	}
 	return repeats
 }
