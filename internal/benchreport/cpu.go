@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"syscall"
@@ -69,9 +71,24 @@ func startProfile(path string) (stop func() error, err error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("starting the CPU profile: %w", err)
 	}
+	stopTrace := func() error { return nil }
+	if os.Getenv("BENCHREPORT_TRACE") != "" {
+		// Diagnostic: an execution trace of the same window beside the
+		// profile (go tool trace -pprof=sync counts where goroutines
+		// blocked, hence what woke them how often).
+		tf, err := os.Create(path + ".trace")
+		if err != nil {
+			return nil, fmt.Errorf("creating the trace: %w", err)
+		}
+		if err := trace.Start(tf); err != nil {
+			_ = tf.Close()
+			return nil, fmt.Errorf("starting the trace: %w", err)
+		}
+		stopTrace = func() error { trace.Stop(); return tf.Close() }
+	}
 	return func() error {
 		pprof.StopCPUProfile()
-		return f.Close()
+		return errors.Join(stopTrace(), f.Close())
 	}, nil
 }
 

@@ -64,9 +64,11 @@
 //
 // Honesty rules: in spawn rows both sides get the same client rate limit
 // (QPS 50, burst 100), informers synced before the clock starts (both
-// list and watch through the typed client, so with the same encoding),
-// and a fresh namespace per run, deleted and gone (and the cluster left a
-// moment to settle) before the next run starts; the order of the two
+// sides receive protobuf; spawnkit's Registry asks for it without gzip
+// and decodes only what its cache keeps, raw's typed client takes what
+// client-go's defaults give), and a fresh namespace per run, deleted and
+// gone (then a pause, and a wait until the machine is quiet) before the
+// next run starts; the order of the two
 // sides alternates between repeats. The cluster's scheduler and kwok run
 // without client rate limits (see testcluster), so that they keep up with
 // the clients' creates and the spawn rows measure the clients. A run of
