@@ -22,7 +22,8 @@
 //     unless -spawn-limit says otherwise.
 //   - poll: spawner.Spawner.Poll of a running server, with -poll-pods
 //     pods (10,000 by default) in the cache, against a raw lister Get and
-//     a readiness and exit check: ns/op and allocs/op over a timed loop.
+//     a readiness and exit check: ns/op and allocs/op over a timed loop,
+//     once the machine is quiet.
 //   - heap (cache.go): heap per cached pod, 10,000 realistic running pods
 //     decoded from the API server, Registry.Pods against a plain pod
 //     informer (store, namespace index and, for spawnkit, its uid map).

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -27,6 +28,11 @@ import (
 // the poll rows poll, round-robin.
 const pollRunning = 100
 
+// pollLoops is how many timed loops each side runs per repeat; the
+// fastest counts (what the code costs, without the interference of
+// whatever else the machine runs), as in the orphan rows.
+const pollLoops = 3
+
 // measurePoll puts env.PollPods server pods in one namespace, cheaply:
 // they name a scheduler that does not exist ("none"), so they stay
 // Pending and nothing else touches them, except pollRunning of them whose
@@ -34,8 +40,9 @@ const pollRunning = 100
 // Both sides cache every pod: spawnkit a Registry, raw a plain informer.
 // Each then polls the running servers round-robin in a timed loop:
 // spawnkit with Spawner.Poll, raw with a lister Get and a readiness and
-// exit check. The rows are ns/op and allocs/op (mallocs over the loop,
-// from runtime.ReadMemStats).
+// exit check, pollLoops times per repeat, the fastest counting. The
+// rows are ns/op and allocs/op (mallocs over the loop, from
+// runtime.ReadMemStats).
 func measurePoll(ctx context.Context, env *Env, repeats int) ([]Measure, error) {
 	ns, err := env.NewNamespace(ctx, "poll")
 	if err != nil {
@@ -110,8 +117,24 @@ func measurePollIn(ctx context.Context, env *Env, repeats int, ns string) ([]Mea
 		return nil, fmt.Errorf("waiting for the caches to show the running servers: %w", err)
 	}
 
+	// The loops are CPU-bound in this process: they wait until the
+	// cluster has digested the pods' creation (and the rows before), as
+	// the orphan rows do. One full run timed them right after the
+	// 1,000-spawn rows at 134-206 ns; the run before, 122-127 ns.
+	waited, quiet, err := waitQuiet(ctx, orphanQuietBusy, orphanQuietFor, orphanQuietLimit)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for a quiet machine before the poll rows: %w", err)
+	}
+	if quiet {
+		fmt.Fprintf(os.Stderr, "poll: the machine was quiet after %v\n", waited.Round(time.Second))
+	} else {
+		fmt.Fprintf(os.Stderr, "poll: the machine was still busy after %v; measuring anyway\n", waited.Round(time.Second))
+	}
+
 	name := fmt.Sprintf("Poll of a running server, %d pods cached", n)
-	nsOp := Measure{Name: name, Unit: "ns/op", Better: Lower, Goal: &Goal{Of: "ratio", Value: 1.2}}
+	// Issue 15's goal: at most 150 ns (raw's lister Get and checks are
+	// in the row beside it).
+	nsOp := Measure{Name: name, Unit: "ns/op", Better: Lower, Goal: &Goal{Of: "spawnkit", Value: 150}}
 	// Poll promises that polling a running server allocates nothing.
 	allocs := Measure{Name: name, Unit: "allocs/op", Better: Lower, Goal: &Goal{Of: "spawnkit", Value: 0}}
 	var sink int
@@ -140,9 +163,15 @@ func measurePollIn(ctx context.Context, env *Env, repeats int, ns string) ([]Mea
 		}
 		res := map[string][2]float64{}
 		for _, side := range sides {
-			perOp, allocsPerOp, err := timeLoop(minTime, loops[side])
-			if err != nil {
-				return nil, fmt.Errorf("repeat %d, %s: %w", r+1, side, err)
+			perOp, allocsPerOp := math.Inf(1), 0.0
+			for range pollLoops {
+				ns, a, err := timeLoop(minTime, loops[side])
+				if err != nil {
+					return nil, fmt.Errorf("repeat %d, %s: %w", r+1, side, err)
+				}
+				if ns < perOp {
+					perOp, allocsPerOp = ns, a
+				}
 			}
 			res[side] = [2]float64{perOp, allocsPerOp}
 			fmt.Fprintf(os.Stderr, "poll repeat %d: %-8s %.0f ns/op, %.2f allocs/op\n", r+1, side, perOp, allocsPerOp)
