@@ -123,7 +123,10 @@ func machineBusy() (busy, total uint64, err error) {
 	if len(fields) < 5 || fields[0] != "cpu" {
 		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
 	}
-	for i, f := range fields[1:] {
+	// user nice system idle iowait irq softirq steal; guest and
+	// guest_nice, after them, are already counted in user and nice.
+	fields = fields[1:min(len(fields), 9)]
+	for i, f := range fields {
 		v, err := strconv.ParseUint(f, 10, 64)
 		if err != nil {
 			return 0, 0, fmt.Errorf("/proc/stat: field %d of %q: %w", i+1, line, err)
@@ -148,7 +151,10 @@ func waitQuiet(ctx context.Context, maxBusy float64, quietFor, limit time.Durati
 	begin := time.Now()
 	busy0, total0, err := machineBusy()
 	if err != nil {
-		return 0, false, err
+		// Not Linux, or no /proc: the report still runs, without the
+		// wait, and says so.
+		fmt.Fprintf(os.Stderr, "benchreport: cannot tell whether the machine is quiet (%v); not waiting\n", err)
+		return 0, false, nil
 	}
 	quiet := time.Duration(0)
 	t := time.NewTicker(tick)
