@@ -140,13 +140,44 @@ func machineBusy() (busy, total uint64, err error) {
 	return busy, total, nil
 }
 
-// waitQuiet waits until the machine has been quiet, every CPU together
-// less than maxBusy busy, for quietFor in a row, or until limit has
-// passed, whichever is first; it reports how long it waited and whether
-// the machine got quiet. A fixed pause guesses how long the simulated
-// cluster takes to digest a large deletion (garbage collection, etcd
-// compaction, kwok's clean-up); this waits for it to be done.
-func waitQuiet(ctx context.Context, maxBusy float64, quietFor, limit time.Duration) (time.Duration, bool, error) {
+// quietness is a quiet machine: every CPU together less than maxBusy
+// busy for quietFor in a row; a wait for it gives up after limit.
+type quietness struct {
+	maxBusy         float64
+	quietFor, limit time.Duration
+}
+
+var (
+	// quietForTiming comes before the rows that time CPU-bound code in
+	// this process or a child (Poll, the orphan diff).
+	quietForTiming = quietness{maxBusy: 0.10, quietFor: 5 * time.Second, limit: 3 * time.Minute}
+	// quietBetweenRuns comes after a spawn run's namespace is gone and
+	// its pause is over. An idle cluster stays well under 10%.
+	quietBetweenRuns = quietness{maxBusy: 0.10, quietFor: 3 * time.Second, limit: 2 * time.Minute}
+)
+
+// awaitQuiet waits for a quiet machine (waitQuiet) before what, and says
+// on stderr how long it waited, or that it went on with a busy machine.
+func awaitQuiet(ctx context.Context, what string, q quietness) error {
+	waited, quiet, err := waitQuiet(ctx, q)
+	if err != nil {
+		return fmt.Errorf("waiting for a quiet machine before %s: %w", what, err)
+	}
+	if quiet {
+		fmt.Fprintf(os.Stderr, "%s: the machine was quiet after %v\n", what, waited.Round(100*time.Millisecond))
+	} else {
+		fmt.Fprintf(os.Stderr, "%s: the machine was still busy after %v; going on\n", what, waited.Round(time.Second))
+	}
+	return nil
+}
+
+// waitQuiet waits until the machine is quiet as q says, or until q.limit
+// has passed, whichever is first; it reports how long it waited and
+// whether the machine got quiet. A fixed pause guesses how long the
+// simulated cluster takes to digest a large deletion (garbage
+// collection, etcd compaction, kwok's clean-up); this waits for it to be
+// done.
+func waitQuiet(ctx context.Context, q quietness) (time.Duration, bool, error) {
 	const tick = time.Second
 	begin := time.Now()
 	busy0, total0, err := machineBusy()
@@ -159,8 +190,8 @@ func waitQuiet(ctx context.Context, maxBusy float64, quietFor, limit time.Durati
 	quiet := time.Duration(0)
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	for quiet < quietFor {
-		if time.Since(begin) >= limit {
+	for quiet < q.quietFor {
+		if time.Since(begin) >= q.limit {
 			return time.Since(begin), false, nil
 		}
 		select {
@@ -172,7 +203,7 @@ func waitQuiet(ctx context.Context, maxBusy float64, quietFor, limit time.Durati
 		if err != nil {
 			return time.Since(begin), false, err
 		}
-		if total > total0 && float64(busy-busy0)/float64(total-total0) < maxBusy {
+		if total > total0 && float64(busy-busy0)/float64(total-total0) < q.maxBusy {
 			quiet += tick
 		} else {
 			quiet = 0

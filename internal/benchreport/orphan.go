@@ -54,14 +54,6 @@ const (
 // create and delete and measure nothing more. Each call is timed after a
 // GC, after a warm-up call, and the fastest of orphanCalls counts;
 // the order alternates between repeats.
-// The orphan rows wait for a quiet machine: less than orphanQuietBusy of
-// the CPUs busy for orphanQuietFor in a row, at most orphanQuietLimit.
-const (
-	orphanQuietBusy  = 0.10
-	orphanQuietFor   = 5 * time.Second
-	orphanQuietLimit = 3 * time.Minute
-)
-
 func measureOrphanDiff(ctx context.Context, env *Env, repeats int) ([]Measure, error) {
 	// The rows before may have deleted 10,000 pods and 1,000-pod
 	// namespaces: the simulated cluster digests that for a while
@@ -69,14 +61,8 @@ func measureOrphanDiff(ctx context.Context, env *Env, repeats int) ([]Measure, e
 	// cores. One full run measured the all-orphans diff at 90 ms right
 	// after them and 66 ms alone. The diff is CPU-bound in one process,
 	// so it waits until the machine is quiet.
-	waited, quiet, err := waitQuiet(ctx, orphanQuietBusy, orphanQuietFor, orphanQuietLimit)
-	if err != nil {
-		return nil, fmt.Errorf("waiting for a quiet machine before the orphan rows: %w", err)
-	}
-	if quiet {
-		fmt.Fprintf(os.Stderr, "orphan: the machine was quiet after %v\n", waited.Round(time.Second))
-	} else {
-		fmt.Fprintf(os.Stderr, "orphan: the machine was still busy after %v; measuring anyway\n", waited.Round(time.Second))
+	if err := awaitQuiet(ctx, "the orphan rows", quietForTiming); err != nil {
+		return nil, err
 	}
 	// The diff runs in a child process, with a heap of its own: this
 	// process has been through the other rows (10,000-pod caches built

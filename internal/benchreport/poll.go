@@ -121,14 +121,8 @@ func measurePollIn(ctx context.Context, env *Env, repeats int, ns string) ([]Mea
 	// cluster has digested the pods' creation (and the rows before), as
 	// the orphan rows do. One full run timed them right after the
 	// 1,000-spawn rows at 134-206 ns; the run before, 122-127 ns.
-	waited, quiet, err := waitQuiet(ctx, orphanQuietBusy, orphanQuietFor, orphanQuietLimit)
-	if err != nil {
-		return nil, fmt.Errorf("waiting for a quiet machine before the poll rows: %w", err)
-	}
-	if quiet {
-		fmt.Fprintf(os.Stderr, "poll: the machine was quiet after %v\n", waited.Round(time.Second))
-	} else {
-		fmt.Fprintf(os.Stderr, "poll: the machine was still busy after %v; measuring anyway\n", waited.Round(time.Second))
+	if err := awaitQuiet(ctx, "the poll rows", quietForTiming); err != nil {
+		return nil, err
 	}
 
 	name := fmt.Sprintf("Poll of a running server, %d pods cached", n)

@@ -279,16 +279,9 @@ func spawnRunOnce(ctx context.Context, env *Env, api, side string, n, repeat int
 	case <-ctx.Done():
 		return res, runErr, context.Cause(ctx)
 	}
-	waited, quiet, err := waitQuiet(ctx, settleBusy, settleQuiet, settleLimit)
-	if err != nil {
-		return res, runErr, fmt.Errorf("waiting for a quiet machine after the run: %w", err)
-	}
-	if quiet {
-		fmt.Fprintf(os.Stderr, "%s n=%d repeat %d %s: the namespace gone, the machine was quiet %v after the pause\n",
-			api, n, repeat+1, side, waited.Round(100*time.Millisecond))
-	} else {
-		fmt.Fprintf(os.Stderr, "%s n=%d repeat %d %s: the machine was still busy %v after the run; going on\n",
-			api, n, repeat+1, side, waited.Round(time.Second))
+	next := fmt.Sprintf("the run after %s n=%d repeat %d %s", api, n, repeat+1, side)
+	if err := awaitQuiet(ctx, next, quietBetweenRuns); err != nil {
+		return res, runErr, err
 	}
 	return res, runErr, nil
 }
@@ -302,15 +295,6 @@ func warmUpPods(n int) map[string]bool {
 // settle is the pause after a run of n spawns and its namespace's
 // deletion.
 func settle(n int) time.Duration { return 2*time.Second + time.Duration(n)*10*time.Millisecond }
-
-// After the pause, the next run waits until less than settleBusy of the
-// machine's CPUs have been busy for settleQuiet in a row (an idle
-// cluster stays well under that), at most settleLimit.
-const (
-	settleBusy  = 0.10
-	settleQuiet = 3 * time.Second
-	settleLimit = 2 * time.Minute
-)
 
 func runInChild(ctx context.Context, self string, spec spawnRun) (spawnResult, error) {
 	arg, err := json.Marshal(spec)
