@@ -25,8 +25,21 @@
 //
 // # spawner
 //
-// A Spawner per user server (Start, Poll, Stop, Progress, state) and a
-// Manager for the many servers of a hub.
+// A Spawner per user server: Start (with per-start options and a progress
+// callback, StartOptions.OnProgress), Resume, Poll, Stop, DeleteForever,
+// and the State a hub persists to take a server back after a restart.
+// Config loads a KubeSpawner configuration under its option names
+// (LoadConfig), profile_list included (Config.Resolve), and Plan renders
+// what a Start would create without a cluster.
+//
+// # manager
+//
+// A Manager (manager.New) runs the many servers of a hub as a controller
+// over Spawners: one state machine per server driven by pod events, Watch
+// for status changes, recovery from what each pod records after a
+// restart, optional leader election, and Prometheus metrics.
+// examples/spawner-service puts a Manager behind an HTTP API, and
+// examples/jupyterhub lets a real JupyterHub drive that service.
 //
 // # orphan
 //
@@ -41,9 +54,6 @@
 // module proxy (internal/testcluster, internal/tools). `make quickstart`
 // spawns servers on one; `make cluster` starts one for you to explore.
 //
-// # Status
-//
-// All five packages are in place, and each package's documentation states
-// its contract. examples/quickstart shows the whole flow,
+// examples/quickstart shows the whole flow on such a cluster, and
 // examples/orphan-sweeper the orphan clean-up.
 package spawnkit

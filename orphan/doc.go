@@ -21,10 +21,10 @@
 // unattributed and left alone unless asked for.
 //
 // With Options.Registry, pods come from a shared informer the hub already
-// holds, not a LIST. Each pod is visited once, and a large cache (more
-// than 8,192 pods a core) is judged, and its orphans sorted, on several
-// cores at once (GOMAXPROCS, at most 8): 100,000 cached pods take tens of
-// milliseconds. Orphans are returned sorted by kind, namespace and name.
+// holds, not a LIST. Each pod is visited once, and a large cache is
+// judged, and its orphans sorted, on several cores at once (at most
+// GOMAXPROCS, and at most 8); docs/performance.md has the figures.
+// Orphans are returned sorted by kind, namespace and name.
 //
 // The rules: a pod of an unknown server, or of a server the hub believes
 // stopped, is an orphan. A claim belongs to its user: a claim of a known

@@ -36,6 +36,7 @@ func checkDecode(t *testing.T, pod *corev1.Pod) {
 	}
 }
 
+// Tests doc.go's promise: the pod informers' decoder makes the cached Pod NewPod makes of the whole pod.
 func TestDecodeKeptPodMatchesUnmarshal(t *testing.T) {
 	checkDecode(t, fullPod())
 	checkDecode(t, &corev1.Pod{})
@@ -63,6 +64,7 @@ func TestDecodeKeptPodMatchesUnmarshal(t *testing.T) {
 	}
 }
 
+// Fuzzes doc.go's promise that TestDecodeKeptPodMatchesUnmarshal tests.
 func FuzzDecodeKeptPod(f *testing.F) {
 	data, _ := fullPod().Marshal()
 	f.Add(data)
@@ -87,7 +89,7 @@ func FuzzDecodeKeptPod(f *testing.F) {
 // BenchmarkDecodePod compares the informer's decoding of a realistic
 // running server pod, as the API server sends it (managedFields
 // included), and its transform: the whole pod then NewPod, against the
-// kept fields then NewPod.
+// kept fields then NewPod. docs/performance.md quotes its figures.
 func BenchmarkDecodePod(b *testing.B) {
 	_, tmpl := realisticPodInNewNamespace(b, "decode-")
 	data, err := tmpl.Marshal()

@@ -31,9 +31,8 @@
 // already cached first. Observe is for controllers on a hot path: its
 // functions run in the Registry's one handler on the informer, in the
 // informer's order, with no replay and no listener goroutines of their
-// own (a client-go listener costs two goroutine hand-offs per change,
-// which on a busy hub's two cores cost more than the handler itself);
-// once its remove function returns, the function is not called again.
+// own; once its remove function returns, the function is not called
+// again.
 //
 // Objects returned are the cache's own, shared by every reader:
 // read-only.
@@ -64,25 +63,18 @@
 // Everything else is dropped: owner references, finalizers,
 // managedFields, other annotations, images, env, volumes, resources,
 // probes, podIPs, the other conditions, container ids and last
-// termination states, and the rest of the spec and status. Strings that
-// many pods share (the namespace, label and annotation keys, label
-// values, reasons, container and port names) are interned; a pod's own
-// strings (name, uid, resourceVersion, IP, messages, the state
-// annotation, the owner's user and server names) cost no intern table
-// entry: they are copied together into one allocation, which costs less
-// than the decoder's one allocation a string and keeps what a pass over
-// many cached pods reads close together. A cached pod shares no memory
-// with the decoded one. TestNewPodKeepsTheContract checks each kept field,
-// TestNewPodInterning the sharing. An update of a cached pod whose uid,
-// labels and kept annotations are unchanged (a status change: a starting
-// pod has five or so) shares the name, uid, labels and annotations of a
-// cached version instead of building them again
-// (TestNewPodFromTheCachedVersion, TestCachedUpdatesFollowMetadataChanges,
-// TestUpdateTransform). Such a pod's strings then lie in two
-// allocations, its own and the one of the version that last built its
-// metadata (usually the first; it also holds that version's
-// resourceVersion and messages, a few bytes more per pod); the figures
-// below are for pods as first listed.
+// termination states, and the rest of the spec and status.
+//
+// A cached pod shares no memory with the pod it was made from. Cached pods
+// share memory with each other: strings that many pods share (the
+// namespace, label and annotation keys, label values, reasons, container
+// and port names) are interned, and an update of a cached pod whose uid,
+// labels and kept annotations are unchanged (a status change) shares the
+// name, uid, labels and annotations of the cached version it replaces.
+// This is one more reason a cached pod is read-only.
+//
+// A cached event keeps its involved object, reason, message, type, count,
+// source component and timestamps.
 //
 // Pods handed to hooks from the cache (spawner's PodURL) are these
 // compact pods; a hook that needs more of a pod reads it from the API
@@ -107,33 +99,19 @@
 //
 // The pod informers also decode only what the cache keeps: their lists
 // and watches go through a REST client of their own (the client's
-// transport, credentials and rate limiter, always asking for protobuf)
-// whose decoder reads a pod's fields on the wire and skips the rest
-// (managedFields, most of the spec and status) instead of building a
-// whole *corev1.Pod and dropping most of it in the transform. A realistic
-// running server pod as the API server sends it, decoded and made a
-// cached Pod: 12 µs, 6 KB and 58 allocations, against 28 µs, 15.5 KB and
-// 174 for the whole pod (BenchmarkDecodePod). The result is the same
-// cached Pod (TestDecodeKeptPodMatchesUnmarshal, FuzzDecodeKeptPod);
-// Status objects, JSON and other kinds are decoded as before. A fake
-// clientset's informers use the typed client, and one whose core REST
-// client's URL does not end in /api/v1 uses that client as it is. The
-// pod informers ask for protobuf even when the client's rest.Config
-// chose JSON. Their watch events are read without copying the object's
-// bytes out of the frame (client-go's generated code copies a pod's whole
-// encoding, managedFields and all, once per event, only to decode and
-// drop it): 6.5 KB less garbage per event of a realistic running pod
-// (BenchmarkDecodeWatchEvent); the events are the ones client-go's
-// decoder makes (TestWatchEventDecoderMatchesSerializer,
-// FuzzWatchEventDecoder).
+// transport, credentials and rate limiter, always asking for protobuf,
+// even when the client's rest.Config chose JSON) whose decoder reads a
+// pod's kept fields on the wire and skips the rest, instead of building a
+// whole *corev1.Pod and dropping most of it in the transform; the result
+// is the same cached Pod that NewPod makes of the whole pod. Their watch
+// events are the ones client-go's decoder makes, read without copying
+// the object's bytes out of the frame. Status objects, JSON and other
+// kinds are decoded as client-go decodes them. A fake clientset's
+// informers use the typed client, and a client whose core REST client's
+// URL does not end in /api/v1 is used as it is.
 //
-// For a realistic running spawnkit pod decoded from the API server, the
-// cache costs about 1.3 KB per pod, against 14 KB untransformed and 3.3
-// KB for the trimmed *corev1.Pod cached before (BenchmarkHeapPerPod:
-// each pod with its own name, uid, user and start id; store, namespace
-// index and uid map included); 1.4 KB for pods rendered by spawner.Plan
-// and synced through a real informer (make bench-report). A cached event keeps its involved object,
-// reason, message, type, count, source component and timestamps.
+// What the compact cache and its decoder save, in time and memory per
+// pod, is measured in docs/performance.md ("The reflector's cache").
 //
 // # Bounded events
 //

@@ -191,6 +191,7 @@ func TestWatchEventDecoderAliasesTheFrame(t *testing.T) {
 	}
 }
 
+// Fuzzes doc.go's promise that TestWatchEventDecoderMatchesSerializer tests.
 func FuzzWatchEventDecoder(f *testing.F) {
 	whole := protobufStream(f)
 	for _, p := range watchEventPieces(encodedPod(f)) {
@@ -248,7 +249,7 @@ func TestKeptPodClientWatchesThroughWatchEventDecoder(t *testing.T) {
 // running server pod, as the API server sends it (managedFields
 // included), the way client-go's watch decoder does: the event, then its
 // object with keptPodDecoder. "copied" uses the generated Unmarshal for
-// the event, "aliased" watchEventDecoder.
+// the event, "aliased" watchEventDecoder. docs/performance.md quotes its figures.
 func BenchmarkDecodeWatchEvent(b *testing.B) {
 	_, tmpl := realisticPodInNewNamespace(b, "watchdecode-")
 	tmpl.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"} // the typed client's answer drops it
