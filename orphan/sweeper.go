@@ -9,11 +9,10 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
+
+	"github.com/spawnkit/spawnkit/internal/leader"
 )
 
 // LeaderElection makes sweepers of several hub replicas take turns: only
@@ -24,7 +23,9 @@ type LeaderElection struct {
 	// Identity of this replica (for example the pod name); required.
 	Identity string
 	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's;
-	// defaults 15s, 10s, 2s.
+	// 0 means the default, 15s, 10s and 2s. Start returns an error
+	// unless LeaseDuration is at least 1s and greater than
+	// RenewDeadline, which must exceed RetryPeriod × 1.2.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
@@ -152,114 +153,33 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 // Start sweeps every Interval until ctx ends (with leader election: while
 // this sweeper leads). It returns nil when ctx ends.
 //
-// Under leader election at most one sweep loop of this Sweeper runs at a
-// time, and a term's loop has stopped before this sweeper campaigns again
-// or gives up the Lease: on shutdown the loop is stopped and waited for,
-// and only then is the Lease released for another replica. When the
-// Lease is lost (not renewed within RenewDeadline) the loop's context is
-// cancelled at once, so a sweep in progress stops before its next delete,
-// well before another replica can acquire the Lease (LeaseDuration after
-// the last renewal).
+// Under leader election at most one sweep loop of this
+// Sweeper runs at a time, and a term's loop has stopped before this
+// sweeper campaigns again or gives up the Lease: on shutdown the loop is
+// stopped and waited for, and only then is the Lease released for another
+// replica. When the Lease is lost (not renewed within RenewDeadline) the
+// loop's context is cancelled at once, so a sweep in progress stops before
+// its next delete, well before another replica can acquire the Lease
+// (LeaseDuration after the last renewal). A Lease that cannot be used (its
+// namespace does not exist, RBAC does not grant get, create and update on
+// leases.coordination.k8s.io) is an error returned at once, before any
+// sweep; the error names the verb and the Lease.
 func (s *Sweeper) Start(ctx context.Context) error {
 	le := s.opts.LeaderElection
 	if le == nil {
 		s.loop(ctx)
 		return nil
 	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
-		Client:     s.opts.Client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
-	}
-	for ctx.Err() == nil {
-		if err := s.term(ctx, lock); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// term campaigns once, sweeps while leading, and returns when the loop of
-// this term has stopped: when leadership is lost or ctx ends.
-func (s *Sweeper) term(ctx context.Context, lock *resourcelock.LeaseLock) error {
-	le := s.opts.LeaderElection
-	// The elector runs under its own context, cancelled only after the
-	// sweep loop has stopped, so the Lease is never given up while a
-	// sweep may still delete.
-	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRun()
-	leading := make(chan context.Context, 1)
-	cfg := leaderelection.LeaderElectionConfig{
-		Lock:          lock,
-		LeaseDuration: orDefault(le.LeaseDuration, 15*time.Second),
-		RenewDeadline: orDefault(le.RenewDeadline, 10*time.Second),
-		RetryPeriod:   orDefault(le.RetryPeriod, 2*time.Second),
-		// Released by release below, after the loop has stopped.
-		ReleaseOnCancel: false,
-		Name:            le.Name,
-		Callbacks: leaderelection.LeaderCallbacks{
-			// client-go calls this in a goroutine it does not wait for:
-			// hand the term's context to term, which runs the loop.
-			OnStartedLeading: func(leadCtx context.Context) { leading <- leadCtx },
-			OnStoppedLeading: func() {},
-		},
-	}
-	elector, err := leaderelection.NewLeaderElector(cfg)
+	err := leader.Run(ctx, leader.Config{
+		Client:    s.opts.Client,
+		Namespace: le.Namespace, Name: le.Name, Identity: le.Identity,
+		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
+		Clock: s.opts.Clock,
+	}, s.loop)
 	if err != nil {
-		return fmt.Errorf("orphan: leader election: %w", err)
-	}
-	runDone := make(chan struct{})
-	go func() {
-		defer close(runDone)
-		elector.Run(runCtx)
-	}()
-	select {
-	case leadCtx := <-leading:
-		loopCtx, cancel := context.WithCancel(leadCtx)
-		stop := context.AfterFunc(ctx, cancel)
-		s.loop(loopCtx)
-		stop()
-		cancel()
-		if ctx.Err() != nil {
-			// Shutdown: the loop has stopped; now give up the Lease.
-			stopRun()
-			<-runDone
-			s.release(lock)
-			return nil
-		}
-		// Leadership lost: the elector has returned or is returning.
-		stopRun()
-		<-runDone
-	case <-ctx.Done():
-		stopRun()
-		<-runDone
-		select {
-		case <-leading:
-			// Acquired just as ctx ended: no loop ran; give it back.
-			s.release(lock)
-		default:
-		}
+		return fmt.Errorf("orphan: sweeper leader election: %w", err)
 	}
 	return nil
-}
-
-// release gives up the Lease if this sweeper still holds it, as
-// client-go's ReleaseOnCancel does, so another replica can take over
-// without waiting for it to expire.
-func (s *Sweeper) release(lock *resourcelock.LeaseLock) {
-	ctx, cancel := context.WithTimeout(context.Background(), orDefault(s.opts.LeaderElection.RenewDeadline, 10*time.Second))
-	defer cancel()
-	rec, _, err := lock.Get(ctx)
-	if err != nil || rec.HolderIdentity != lock.Identity() {
-		return
-	}
-	now := metav1.NewTime(time.Now())
-	_ = lock.Update(ctx, resourcelock.LeaderElectionRecord{
-		LeaderTransitions:    rec.LeaderTransitions,
-		LeaseDurationSeconds: 1,
-		RenewTime:            now,
-		AcquireTime:          now,
-	})
 }
 
 // loop sweeps now and then every Interval until ctx ends.
@@ -277,11 +197,4 @@ func (s *Sweeper) loop(ctx context.Context) {
 		case <-ticker.C():
 		}
 	}
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }

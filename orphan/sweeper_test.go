@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -137,6 +138,42 @@ func TestSweeperHandover(t *testing.T) {
 		t.Errorf("%d sweeps still running after Start returned", n)
 	}
 	t.Logf("sweeps: a %d, b %d", a.Sweeps(), b.Sweeps())
+}
+
+// TestSweeperLeaseNamespaceMissing: a Sweeper whose Lease cannot be used
+// (its namespace does not exist) returns an error from Start, naming the
+// namespace, instead of standing by, and sweeps nothing.
+func TestSweeperLeaseNamespaceMissing(t *testing.T) {
+	testcluster.Require(t, cluster)
+	ns := newNamespace(t, nil, nil)
+	known := func(context.Context) (*Known, error) {
+		k := NewKnown(1)
+		k.Add("alice", "", true)
+		return k, nil
+	}
+	s, err := NewSweeper(SweeperOptions{
+		Client: cluster.Client, Known: known, Interval: 20 * time.Millisecond,
+		List:    Options{Namespaces: []string{ns}},
+		Cleanup: CleanupOptions{MinAge: NoMinAge},
+		LeaderElection: &LeaderElection{Namespace: "orphan-no-such-namespace", Name: "sweeper", Identity: "a",
+			LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 250 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A Start that stood by instead would return nil when this ends.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	err = s.Start(ctx)
+	if err == nil {
+		t.Fatal("Start returned nil, want an error about the Lease's namespace")
+	}
+	if !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), `"orphan-no-such-namespace"`) {
+		t.Errorf("Start: %v, want a NotFound error naming the namespace", err)
+	}
+	if n := s.Sweeps(); n != 0 {
+		t.Errorf("%d sweeps ran without the Lease", n)
+	}
 }
 
 // TestRefusesToGuess: options that cannot be meant fail, and nothing is
