@@ -1,7 +1,7 @@
 // Package examples holds spawnkit's reference programs, one directory
 // each, with a README: quickstart spawns, polls and stops three servers
 // on a simulated cluster (the README's main command); devcluster starts
-// the simulated cluster alone; spawner-service runs spawner.Manager
+// the simulated cluster alone; spawner-service runs manager.Manager
 // behind a versioned, token-authenticated HTTP API for hubs in other
 // languages (JupyterHub above all); jupyterhub is the JupyterHub Spawner
 // class that drives it, tested against a real JupyterHub; orphan-sweeper

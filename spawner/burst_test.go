@@ -109,7 +109,7 @@ func TestStartBurst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := newBase(Options{Client: client, Registry: reg, Config: baseConfig(ns)})
+	b, err := NewFactory(Options{Client: client, Registry: reg, Config: baseConfig(ns)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestStartBurst(t *testing.T) {
 	spawners := make([]*Spawner, n)
 	begin := time.Now()
 	for i := range n {
-		s, err := b.newSpawner(naming.Server{Username: fmt.Sprintf("burst%04d", i)})
+		s, err := b.New(naming.Server{Username: fmt.Sprintf("burst%04d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,3 +224,7 @@ func TestSlowAPIServerIsReachedByAGrowingTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -76,7 +76,7 @@ const maxTimeoutGrowth = 4
 // retry budget (ctx) instead. A client that does not go through net/http
 // (a fake clientset) never fires the hook, so the timeout then starts
 // at once.
-func (b *base) requestContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+func (b *Factory) requestContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
 	if !b.httpClient {
 		return context.WithTimeout(ctx, timeout)
 	}

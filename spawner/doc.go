@@ -1,11 +1,14 @@
 // Package spawner starts, polls and stops user servers on Kubernetes:
 // Spawner runs one server, doing what KubeSpawner 7.1 does for
-// JupyterHub, and Manager runs a hub's servers as a controller.
+// JupyterHub. (The manager package runs a hub's servers as a controller,
+// on this package's exported API.)
 //
 // # Using a Spawner
 //
-// A hub creates one reflector.Registry for the process and one Spawner
-// per user server with New, then calls Start, Poll and Stop, and persists
+// A hub creates one reflector.Registry for the process, one Factory for
+// its configuration (NewFactory checks it once) and one Spawner per user
+// server with Factory.New (New does both for a single server), then
+// calls Start, Poll and Stop, and persists
 // State in its own database (LoadState restores it; its names win over
 // today's templates, so a server survives a template or namespace
 // change). Config carries KubeSpawner's options under their KubeSpawner
@@ -74,7 +77,7 @@
 // until the API server no longer has it, bounded by its ctx. A Start whose
 // ctx is cancelled deletes its pod the same way, unless the cause is
 // ErrDetach: then it returns at once and leaves everything for Resume,
-// which waits for an existing pod to become ready (the Manager uses it
+// which waits for an existing pod to become ready (a controller uses it
 // after a restart). Close is terminal: it cancels a start in flight with
 // ErrClosed, waits for it, releases the informer holds, and every later
 // call returns ErrClosed.
@@ -97,8 +100,9 @@
 // every step, in order, before the call returns; registering it with the
 // call means no event can be missed. Pod events move progress a third of
 // the way closer to 90%; the final event is 100 and has Ready and the URL,
-// or Failed and the reason. NewStream makes a replayable stream of it for
-// any number of readers.
+// or Failed and the reason. StartOptions.Progress (and
+// StopOptions.Progress) takes a Stream instead: a replayable stream of the
+// same events for any number of readers (NewStream), which never blocks.
 //
 // # Profiles
 //
@@ -127,51 +131,26 @@
 // A configuration document is at most MaxConfigSize bytes, YAML aliases
 // may add at most 10,000 values, and merge keys (<<) work.
 //
-// # Manager
+// # Seams for controllers
 //
-// Manager is a controller for a hub's servers, built on the Spawner API
-// (with a few unexported shortcuts: the rendering Spawn has done, a poll
-// of the cache alone, the pod version a start found ready). Each server has a state machine (stopped → starting →
-// running → stopping → stopped, and failed with a reason), every
-// transition under the server's lock. Spawn of a starting or running
-// server returns its status and starts nothing; Stop of a starting server
-// cancels the start; unknown servers are ErrNotFound. Pod informer events
-// drive phases through a rate-limited workqueue, so a running server
-// whose container exits, or whose pod is OOM-killed, evicted or deleted,
-// becomes failed with the exit code and reason at once; a jittered resync
-// is a backstop that reads only the cache (the Manager holds its informer
-// for its lifetime, so nothing relists in steady state). While a start
-// runs, its pod's changes are the start's to follow (it wakes only for
-// those that can end or advance it: readiness, exit, deletion, a fatal
-// or image-pull wait; its pod's events reach the progress stream from the
-// event informer's handler, without waking it), except that an unschedulable pod is
-// still reconciled (for UnschedulableTimeout); when it ends the server is reconciled
-// from the cache, unless it succeeded on the pod version the cache still
-// holds: a successful spawn costs no reconcile. Watch streams status
-// changes through a buffered channel; Events replays the current operation's progress. Starts
-// beyond ConcurrentSpawnLimit wait in a queue and report their position.
-//
-// A graceful shutdown (Start's ctx ends) cancels operations with
-// ErrShutdown, which wraps ErrDetach: no pod is deleted, and the next
-// Manager recovers every server from the State its pod records, resuming
-// starts in flight. With LeaderElection, replicas are active/passive on a
-// Lease: only the leader changes servers (others return ErrNotLeader from
-// Spawn, Stop and DeleteForever but answer Status, List and Poll), and a
-// standby takes over within the lease duration. Stopped and failed
-// servers are forgotten after Retention.
-//
-// Every phase change is logged through the logr logger of Start's ctx
-// (name "manager"; keys user, server, from, to, reason, url), and with
-// ManagerOptions.Registerer the Manager exports
-// spawnkit_manager_spawn_duration_seconds{kind,outcome},
-// spawnkit_manager_failures_total{reason}, spawnkit_manager_servers{phase},
-// spawnkit_manager_spawns_in_flight and
-// spawnkit_manager_queue_depth{queue="reconcile"|"start"}.
+// A hub that runs many servers, as the manager package does, has four
+// more calls. Spawner.Plan renders a start's objects and gives them a
+// start id; handed to Start as StartOptions.Plan they are what that
+// start creates, so the options are checked before the hub commits to
+// the start and the start does not render again (a plan serves one
+// Start, of a Spawner of the same Factory and server whose names in use
+// have not changed since; otherwise Start renders its own).
+// StartOptions.Progress takes a Stream, which never blocks, so the pod's
+// events are published from the event informer's handler without waking
+// the start. PollCache is Poll without its API call (it never deletes a
+// stopped pod), for a controller that reports an exit before it cleans
+// up. ReadyPod is the pod version the last start found ready, so a
+// controller following the pod informer can skip it.
 //
 // # Migrating from KubeSpawner
 //
 // A hub moving from KubeSpawner keeps its running servers and its users'
-// homes. With ManagerOptions.AdoptKubeSpawner the Manager also adopts
+// homes. With manager.Options.AdoptKubeSpawner the Manager also adopts
 // pods labelled app.kubernetes.io/managed-by=kubespawner with the
 // configured component label (singleuser-server), attributed by their
 // raw hub.jupyter.org/username and servername annotations: such a pod

@@ -23,16 +23,6 @@ const (
 	StepWait      Step = "wait"      // waiting for the pod to be ready
 )
 
-// Reasons a StartError carries besides a container's waiting reason.
-const (
-	ReasonTimeout   = "Timeout"   // start_timeout ran out
-	ReasonCancelled = "Cancelled" // Stop or Close cancelled the start, or its ctx ended
-	ReasonDetached  = "Detached"  // the ctx was cancelled with ErrDetach: the pod is left running
-	ReasonPodGone   = "PodGone"   // the pod was deleted or replaced by someone else
-	ReasonCollision = "Collision" // an object of the same name belongs to another server
-	ReasonInvalid   = "Invalid"   // the configuration cannot start this server
-)
-
 var (
 	// ErrStartTimeout is wrapped by the error of a Start that ran out of
 	// start_timeout.
@@ -65,14 +55,14 @@ type StartError struct {
 	// Reason is a container's waiting reason when a fatal one ended the
 	// wait (ErrImagePull, ...), the pod's status reason, or one of the
 	// Reason constants.
-	Reason string
+	Reason Reason
 	Err    error
 }
 
 func (e *StartError) Error() string {
 	reason := ""
 	if e.Reason != "" {
-		reason = " (" + e.Reason + ")"
+		reason = " (" + string(e.Reason) + ")"
 	}
 	return fmt.Sprintf("spawner: starting server %q of user %q failed at %s%s: %v", e.Server.Servername, e.Server.Username, e.Step, reason, e.Err)
 }

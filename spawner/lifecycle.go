@@ -27,7 +27,7 @@ type Status struct {
 	ExitCode int `json:"exit_code"`
 	// Reason and Message say why the server is not running (Exited,
 	// OOMKilled, Evicted, PodDeleted, PodEnded).
-	Reason  string `json:"reason,omitempty"`
+	Reason  Reason `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
 	// URL is the server's current URL while it runs, and URLChanged
 	// whether it differs from the one the last Start returned (a pod IP
@@ -58,9 +58,18 @@ func (s *Spawner) Poll(ctx context.Context) (Status, error) {
 	return st, err
 }
 
-// pollCached is Poll without the delete of a stopped pod, which it
-// returns instead (nil when there is nothing to delete), so that the
-// Manager can report a failure before the API call rather than after it.
+// PollCache is Poll without its only API call: it reads the shared cache
+// and nothing else, and never deletes a stopped pod (the Status says the
+// pod exited; a later Poll deletes it). A controller that reports an exit
+// before it cleans up, as the Manager does, calls PollCache and then Poll
+// for a server that exited.
+func (s *Spawner) PollCache(ctx context.Context) (Status, error) {
+	st, _, err := s.pollCached(ctx)
+	return st, err
+}
+
+// pollCached is PollCache, returning the delete of a stopped pod that
+// Poll makes (nil when there is nothing to delete).
 func (s *Spawner) pollCached(ctx context.Context) (Status, func(context.Context) error, error) {
 	// One lock for the common case: the key, the informer handle, and
 	// the URL last built, all from the same state.
@@ -73,17 +82,13 @@ func (s *Spawner) pollCached(ctx context.Context) (Status, func(context.Context)
 	key := s.poll.keyFor(ns, name)
 	in := urlInputsOf(&s.state, nil)
 	url, urlOf, last := s.poll.url, s.poll.urlOf, s.state.URL
-	pods := s.pods
-	if informerNS := ns; pods != nil {
-		if s.b.cfg.EnableUserNamespaces {
-			informerNS = metav1.NamespaceAll // as podsHandle takes it
-		}
-		if pods.Namespace() != informerNS {
-			pods = nil
-		}
+	informerNS := ns
+	if s.b.cfg.EnableUserNamespaces {
+		informerNS = metav1.NamespaceAll // as podsHandle takes it
 	}
+	pods, held := s.pods.current(informerNS)
 	s.mu.Unlock()
-	if pods == nil {
+	if !held {
 		var err error
 		if pods, err = s.podsHandle(ctx, ns); err != nil {
 			return Status{}, nil, err
@@ -207,6 +212,8 @@ type StopOptions struct {
 	// OnProgress, when set, is called with Stop's progress: stopping,
 	// then stopped (Ready false, Progress 100) or failed.
 	OnProgress func(ProgressEvent)
+	// Progress, when set, receives the same events.
+	Progress *Stream
 }
 
 // Stop stops the server: it cancels a Start or Resume in flight (which
@@ -225,7 +232,7 @@ func (s *Spawner) Stop(ctx context.Context, opts StopOptions) error {
 	}
 	s.cancelOpsLocked(ErrStartCancelled)
 	s.mu.Unlock()
-	em := newEmitter(opts.OnProgress, s.b.clock)
+	em := newEmitter(opts.OnProgress, opts.Progress, s.b.clock)
 	em.note(0, "Stopping the server")
 	if err := s.acquire(ctx); err != nil {
 		em.finishStop(err)

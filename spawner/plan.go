@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -23,73 +24,14 @@ import (
 	"github.com/spawnkit/spawnkit/naming"
 )
 
-// StartOptions are what a hub hands one start. JupyterHub issues a new
-// API token and environment on every start, so these belong to the start,
-// not to the Spawner.
-type StartOptions struct {
-	// UserOptions select a profile and its options (KubeSpawner's keys:
-	// "profile", "<option>", "<option>--unlisted-choice"); see
-	// Config.Resolve.
-	UserOptions map[string]string
-	// Env is what the hub's single-user server needs (API token, URLs,
-	// OAuth variables), added after the configuration's environment.
-	Env []corev1.EnvVar
-	// Cmd replaces the configuration's cmd when not nil; Args are
-	// appended to it (JupyterHub's cmd and get_args()).
-	Cmd, Args []string
-	// SSL turns on internal SSL for this start.
-	SSL *SSL
-	// UserID is the hub's id of the user, recorded in State.
-	UserID int64
-	// HubNamespace is the namespace the hub runs in, the default of
-	// namespace and the source of {hubnamespace}. Default: the in-cluster
-	// service account's namespace, else "default" (as KubeSpawner).
-	HubNamespace string
-	// HubVersion, when set, is written as the
-	// hub.jupyter.org/jupyterhub-version annotation, as KubeSpawner does
-	// with JupyterHub's version.
-	HubVersion string
-	// OnProgress, when set, is called with every progress event of this
-	// operation, in order, from the operation's goroutine, before the
-	// operation returns; the last call has Ready or Failed set. It must
-	// not block for long. Registering it with the call itself means no
-	// event can be missed; NewStream turns it into a replayable stream.
-	OnProgress func(ProgressEvent)
-
-	// inlineProgress, set by the Manager, says OnProgress is its Stream's
-	// Publish, which never blocks: the start's pod events are then
-	// published from the event informer's handler, without waking the
-	// start (OnProgress's doc promises other callers the operation's
-	// goroutine).
-	inlineProgress bool
-
-	// planned, set by the Manager, is this start's objects as it already
-	// rendered them to check the options; the start uses them instead of
-	// rendering again when the names in use have not changed since.
-	planned *planned
-}
-
-// planned is a start's rendering done ahead of the start.
-type planned struct {
-	objects *startObjects
-	startID string
-	server  naming.Server // the server rendered for, user id included
-	names   plannedNames
-}
-
-// plannedNames are the names in use (State) a rendering depends on.
-type plannedNames struct{ pod, namespace, dns, pvc string }
-
-func namesOf(st State) plannedNames {
-	return plannedNames{st.PodName, st.Namespace, st.DNSName, st.PVCName}
-}
-
 // Objects are what a Start creates for a server, rendered without a
-// cluster.
+// cluster: by the package's Plan (a dry run) or by Spawner.Plan (a plan
+// that Start can then carry out, see StartOptions.Plan). They are
+// read-only but for the one Start they are handed to, which owns them.
 type Objects struct {
-	// Config is the effective configuration: the base one with the
-	// profile and options chosen by the user options applied.
-	Config Config
+	// StartID marks the objects one start creates (StartIDAnnotation);
+	// empty in a dry run's objects.
+	StartID string
 	// Names are the server's names from the configuration's templates.
 	Names naming.Names
 	// Env is the server's environment in KubeSpawner's get_env order:
@@ -110,7 +52,35 @@ type Objects struct {
 	Pod       *corev1.Pod
 	Secret    *corev1.Secret
 	Service   *corev1.Service
+
+	// cfg is the effective configuration, shared and read-only: the
+	// Factory's own when no profile or init change applies (bench row:
+	// client CPU per spawn).
+	cfg *Config
+	// made says what a Spawner's plan was made for; zero in a dry run's.
+	made planOrigin
+	// taken is set by the Start that carries the plan out.
+	taken atomic.Bool
 }
+
+// planOrigin is what a plan depends on beyond its options: the Factory
+// (configuration and templates), the server, and the names in use.
+type planOrigin struct {
+	factory *Factory
+	server  naming.Server
+	names   namesInUse
+}
+
+// namesInUse are the names in use (State) a rendering depends on.
+type namesInUse struct{ pod, namespace, dns, pvc string }
+
+func namesOf(st *State) namesInUse {
+	return namesInUse{st.PodName, st.Namespace, st.DNSName, st.PVCName}
+}
+
+// Config is the effective configuration: the base one with the profile
+// and options chosen by the user options applied.
+func (o *Objects) Config() Config { return *o.cfg }
 
 // Plan renders the objects a Start of server would create under cfg and
 // opts, with no API call and no Registry: for dry runs, golden tests and
@@ -143,39 +113,39 @@ func Plan(ctx context.Context, server naming.Server, cfg Config, opts StartOptio
 		return nil, fmt.Errorf("spawner: naming server %q of user %q: %w", server.Servername, server.Username, err)
 	}
 	st := State{PodName: names.Pod, Namespace: names.Namespace, DNSName: names.DNS}
-	return withConfig(plan(ctx, server, &cfg, &names, &st, &opts, ""))
+	return plan(ctx, server, &cfg, &names, &st, &opts, "")
 }
 
 // Plan renders the objects a Start of this Spawner's server with opts
-// would create, with the names in use (State), without any API call.
+// would create, with the names in use (State), without any API call, and
+// gives them a start id: handed to Start as StartOptions.Plan, they are
+// what that Start creates, so a hub can check a start's options (a bad
+// profile choice is a *ProfileError here) before it commits to the
+// start, and the start does not render again.
 func (s *Spawner) Plan(ctx context.Context, opts StartOptions) (*Objects, error) {
 	st := s.State()
-	return withConfig(plan(ctx, s.server, &s.b.cfg, &s.names, &st, &opts, ""))
-}
-
-// withConfig makes plan's result the public Objects.
-func withConfig(o *startObjects, err error) (*Objects, error) {
+	o, err := plan(ctx, s.server, &s.b.cfg, &s.names, &st, &opts, newStartID())
 	if err != nil {
 		return nil, err
 	}
-	return &Objects{Config: *o.cfg, Names: o.Names, Env: o.Env, State: o.State,
-		Namespace: o.Namespace, PVC: o.PVC, Pod: o.Pod, Secret: o.Secret, Service: o.Service}, nil
+	o.made = planOrigin{factory: s.b, server: s.server, names: namesOf(&st)}
+	return o, nil
 }
 
-// startObjects are what plan renders for a start: Objects with the
-// effective configuration by pointer (cfg, shared and read-only: the
-// base configuration itself when no profile or init change applies), so
-// a start neither copies nor allocates a 1.6 KB Config.
-type startObjects struct {
-	cfg       *Config
-	Names     naming.Names
-	Env       []EnvEntry
-	State     State
-	Namespace *corev1.Namespace
-	PVC       *corev1.PersistentVolumeClaim
-	Pod       *corev1.Pod
-	Secret    *corev1.Secret
-	Service   *corev1.Service
+// planFor returns opts.Plan when s can carry it out: made by Spawner.Plan
+// of this server and Factory, with the names s uses now, and not taken by
+// another Start. The plan is then this start's; otherwise (nil) the start
+// renders its own.
+func (s *Spawner) planFor(opts *StartOptions, st *State) *Objects {
+	p := opts.Plan
+	opts.Plan = nil // the start keeps its objects only until they are made
+	if p == nil || p.made.factory != s.b || p.made.server != s.server || p.made.names != namesOf(st) {
+		return nil
+	}
+	if !p.taken.CompareAndSwap(false, true) {
+		return nil
+	}
+	return p
 }
 
 // plan renders a start's objects. base is the defaulted configuration,
@@ -186,8 +156,8 @@ type startObjects struct {
 // The arguments are pointers, read and never changed, and the result is
 // built in place: these structs are a kilobyte together, and copies of
 // them would deepen every start's goroutine stack.
-func plan(ctx context.Context, server naming.Server, base *Config, namesIn *naming.Names, stIn *State, opts *StartOptions, startID string) (*startObjects, error) {
-	o := &startObjects{State: *stIn, Names: *namesIn}
+func plan(ctx context.Context, server naming.Server, base *Config, namesIn *naming.Names, stIn *State, opts *StartOptions, startID string) (*Objects, error) {
+	o := &Objects{StartID: startID, State: *stIn, Names: *namesIn}
 	st, names := &o.State, &o.Names
 	cfg, err := atInit(base, &names.Fields)
 	if err != nil {
@@ -321,7 +291,6 @@ func withProfile(ctx context.Context, base, initCfg *Config, opts *StartOptions)
 	}
 	// Resolve rebuilt cfg from the options' JSON: restore what only
 	// Go can carry, and the defaults.
-	cfg.UIDFunc, cfg.GIDFunc, cfg.FSGIDFunc, cfg.SupplementalGIDsFunc = base.UIDFunc, base.GIDFunc, base.FSGIDFunc, base.SupplementalGIDsFunc
 	if cfg.Namespace == "" {
 		cfg.Namespace = base.Namespace
 	}

@@ -2,6 +2,7 @@ package spawner
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,62 +11,97 @@ import (
 	"github.com/spawnkit/spawnkit/reflector"
 )
 
-// A start handed the Manager's rendering uses it, start id and all, while
-// the names in use are those it was rendered with; once they change, the
-// start renders again.
-func TestStartUsesTheRenderingDoneAhead(t *testing.T) {
+// A start handed a plan (Spawner.Plan) carries it out, start id and
+// all, while it was made by a Spawner of the same Factory and server with
+// the names in use now, and only once; otherwise the start renders again.
+func TestStartCarriesOutItsPlan(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name    string
-		stale   bool
-		otherID bool
-		wantOwn bool // the pod is the rendering handed over
+		plan    func(t *testing.T, s *Spawner, opts StartOptions) *Objects
+		wantOwn bool // the pod is the plan handed over
 	}{
-		{name: "names unchanged", wantOwn: true},
-		{name: "names changed since", stale: true},
-		{name: "rendered for another user id", otherID: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			srv := naming.Server{Username: "planned-" + map[bool]string{false: "a", true: "b"}[tc.stale] + map[bool]string{false: "", true: "c"}[tc.otherID]}
-			s := newSpawner(t, srv, baseConfig(ns))
-			defer s.Stop(ctx, StopOptions{Now: true})
-			st := s.State()
-			objs, err := plan(ctx, srv, &s.b.cfg, &s.names, &st, &StartOptions{}, "feedc0ffee000001")
+		{name: "planned by this Spawner", wantOwn: true, plan: func(t *testing.T, s *Spawner, opts StartOptions) *Objects {
+			return mustPlan(t, s, opts)
+		}},
+		{name: "planned by another Spawner of the Factory", wantOwn: true, plan: func(t *testing.T, s *Spawner, opts StartOptions) *Objects {
+			other, err := s.b.New(s.Server())
 			if err != nil {
 				t.Fatal(err)
 			}
-			objs.Pod.Labels["example.com/rendered"] = "ahead"
-			if tc.stale {
-				st.PVCName = "claim-of-another-template"
-			}
-			rendered := srv
-			if tc.otherID {
-				rendered.UserID = 42 // the Manager's caller named the server with another id
-			}
-			ahead := &planned{objects: objs, startID: "feedc0ffee000001", server: rendered, names: namesOf(st)}
-			if _, err := s.Start(ctx, StartOptions{planned: ahead}); err != nil {
+			return mustPlan(t, other, opts)
+		}},
+		{name: "names changed since", plan: func(t *testing.T, s *Spawner, opts StartOptions) *Objects {
+			p := mustPlan(t, s, opts)
+			st := s.State()
+			st.PVCName = "claim-of-another-template"
+			s.LoadState(st)
+			return p
+		}},
+		{name: "planned for another server", plan: func(t *testing.T, s *Spawner, opts StartOptions) *Objects {
+			other, err := s.b.New(naming.Server{Username: s.Server().Username, UserID: 42})
+			if err != nil {
 				t.Fatal(err)
 			}
-			// The caller's options outlive the start (the Manager's
-			// closure does); the rendering, used or not, is not kept by them.
-			if ahead.objects != nil {
-				t.Error("the caller's options still hold the rendering handed over")
+			return mustPlan(t, other, opts)
+		}},
+		{name: "planned by another Factory", plan: func(t *testing.T, s *Spawner, opts StartOptions) *Objects {
+			return mustPlan(t, newSpawner(t, s.Server(), baseConfig(ns)), opts)
+		}},
+		{name: "a dry run's objects", plan: func(t *testing.T, s *Spawner, opts StartOptions) *Objects {
+			p, err := Plan(ctx, s.Server(), baseConfig(ns), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}},
+		{name: "taken by an earlier start", plan: func(t *testing.T, s *Spawner, opts StartOptions) *Objects {
+			p := mustPlan(t, s, opts)
+			p.taken.Store(true)
+			return p
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := naming.Server{Username: "planned-" + strings.ReplaceAll(tc.name, " ", "-")}
+			s := newSpawner(t, srv, baseConfig(ns))
+			defer s.Stop(ctx, StopOptions{Now: true})
+			opts := hubStart()
+			p := tc.plan(t, s, opts)
+			p.Pod.Labels["example.com/rendered"] = "ahead"
+			opts.Plan = p
+			if _, err := s.Start(ctx, opts); err != nil {
+				t.Fatal(err)
 			}
 			pod, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, s.State().PodName, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			own := pod.Labels["example.com/rendered"] == "ahead" && pod.Annotations[StartIDAnnotation] == "feedc0ffee000001"
+			own := pod.Labels["example.com/rendered"] == "ahead" && p.StartID != "" && pod.Annotations[StartIDAnnotation] == p.StartID
 			if own != tc.wantOwn {
-				t.Errorf("the pod is the rendering handed over: %v, want %v (labels %v, start id %q)",
-					own, tc.wantOwn, pod.Labels, pod.Annotations[StartIDAnnotation])
+				t.Errorf("the pod is the plan handed over: %v, want %v (labels %v, start id %q, plan's %q)",
+					own, tc.wantOwn, pod.Labels, pod.Annotations[StartIDAnnotation], p.StartID)
 			}
-			if !tc.wantOwn && pod.Annotations[StartIDAnnotation] == "" {
-				t.Error("the start rendered again without a start id")
+			if pod.Annotations[StartIDAnnotation] == "" {
+				t.Error("the start has no start id")
+			}
+			if tc.wantOwn && !p.taken.Load() {
+				t.Error("the plan carried out is not marked taken")
 			}
 		})
 	}
+}
+
+func mustPlan(t *testing.T, s *Spawner, opts StartOptions) *Objects {
+	t.Helper()
+	p, err := s.Plan(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.StartID == "" {
+		t.Fatal("Spawner.Plan gave no start id")
+	}
+	return p
 }
 
 // Pod events feed only the progress: a start without OnProgress holds no

@@ -24,15 +24,6 @@ func isReady(pod *reflector.Pod) bool {
 		pod.Ready.Status == corev1.ConditionTrue
 }
 
-// Exit reasons Poll reports besides a container's own terminated reason.
-const (
-	ReasonExited     = "Exited"     // the notebook container terminated with a code
-	ReasonOOMKilled  = "OOMKilled"  // the kernel killed it for memory
-	ReasonEvicted    = "Evicted"    // the kubelet evicted the pod
-	ReasonPodDeleted = "PodDeleted" // there is no pod
-	ReasonPodEnded   = "PodEnded"   // the pod failed or succeeded without a notebook status
-)
-
 // exit says whether a server has exited and how, following KubeSpawner's
 // poll: a pending or running pod has not exited (even while it is being
 // deleted); a terminated notebook container gives its exit code; no pod,
@@ -41,7 +32,7 @@ const (
 type exit struct {
 	Exited  bool
 	Code    int
-	Reason  string
+	Reason  Reason
 	Message string
 }
 
@@ -81,10 +72,10 @@ func podExit(pod *reflector.Pod) exit {
 
 // fatalReason returns the first container waiting for one of the fatal
 // reasons, and a message naming it.
-func fatalReason(pod *reflector.Pod, fatal []string) (string, string) {
+func fatalReason(pod *reflector.Pod, fatal []string) (Reason, string) {
 	for _, cs := range allStatuses(pod) {
 		if w := cs.State.Waiting; w != nil && slices.Contains(fatal, w.Reason) {
-			return w.Reason, fmt.Sprintf("container %s is waiting: %s: %s", cs.Name, w.Reason, w.Message)
+			return Reason(w.Reason), fmt.Sprintf("container %s is waiting: %s: %s", cs.Name, w.Reason, w.Message)
 		}
 	}
 	return "", ""

@@ -81,7 +81,7 @@ func TestPodExit(t *testing.T) {
 		pod    *corev1.Pod
 		exited bool
 		code   int
-		reason string
+		reason Reason
 	}{
 		{"no pod", nil, true, 1, ReasonPodDeleted},
 		{"pending", podWith(corev1.PodPending, nil), false, 0, ""},
@@ -277,7 +277,7 @@ func TestStartWakes(t *testing.T) {
 // without a uid, are not its.
 func TestEventForwarderFromHandler(t *testing.T) {
 	stream := NewStream()
-	em := newEmitter(stream.Publish, clock.RealClock{})
+	em := newEmitter(nil, stream, clock.RealClock{})
 	em.inline = true
 	fw := &eventForwarder{em: em, uid: "pod-1"}
 	ev := func(uid, pod types.UID, count int32, reason string) *corev1.Event {

@@ -26,7 +26,7 @@ type ProgressEvent struct {
 	Ready  bool   `json:"ready,omitempty"`
 	URL    string `json:"url,omitempty"`
 	Failed bool   `json:"failed,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	Reason Reason `json:"reason,omitempty"`
 	// Stopped is set on the final event of a successful Stop.
 	Stopped bool `json:"stopped,omitempty"`
 	// Event is the Kubernetes event behind this step, if any (read-only).
@@ -41,10 +41,11 @@ func (e ProgressEvent) Final() bool { return e.Ready || e.Failed || e.Stopped }
 // when inline is set, from the event informer's handler too (a pod event
 // forwarded without waking the operation): mu orders the two.
 type emitter struct {
-	fn    func(ProgressEvent)
-	clock clock.PassiveClock
-	// inline: fn never blocks (the Manager's Stream.Publish), so pod
-	// events may be sent from the informer's handler.
+	fn     func(ProgressEvent)
+	stream *Stream
+	clock  clock.PassiveClock
+	// inline: nothing but a Stream, which never blocks, receives the
+	// events, so pod events may be sent from the informer's handler.
 	inline bool
 
 	mu       sync.Mutex // guards progress and done, and orders the calls of fn
@@ -52,17 +53,25 @@ type emitter struct {
 	done     bool
 }
 
-func newEmitter(fn func(ProgressEvent), c clock.PassiveClock) *emitter {
-	return &emitter{fn: fn, clock: c}
+func newEmitter(fn func(ProgressEvent), stream *Stream, c clock.PassiveClock) *emitter {
+	return &emitter{fn: fn, stream: stream, clock: c, inline: fn == nil && stream != nil}
 }
 
-// sendLocked calls fn with e (em.mu held).
+// followed reports whether anyone receives the events.
+func (em *emitter) followed() bool { return em.fn != nil || em.stream != nil }
+
+// sendLocked hands e to the stream and fn (em.mu held).
 func (em *emitter) sendLocked(e ProgressEvent) {
-	if em.fn == nil || em.done {
+	if em.done {
 		return
 	}
 	em.done = e.Final()
-	em.fn(e)
+	if em.stream != nil {
+		em.stream.Publish(e)
+	}
+	if em.fn != nil {
+		em.fn(e)
+	}
 }
 
 func (em *emitter) send(e ProgressEvent) {
@@ -99,7 +108,8 @@ func (em *emitter) finish(url string, err error) {
 	if err != nil {
 		// What a user reads ("Spawn failed: ..."): the step and the cause,
 		// without repeating the server's name and the reason.
-		reason, msg := "", err.Error()
+		var reason Reason
+		msg := err.Error()
 		var serr *StartError
 		if errors.As(err, &serr) {
 			reason = serr.Reason

@@ -74,7 +74,7 @@ func TestStartSeesItsPodDeletedWithoutAnUpdate(t *testing.T) {
 // forwards them itself, from its goroutine as OnProgress promises. The
 // pod and event watches are driven by hand so that nothing else wakes
 // the start: the pod stays pending.
-func TestManagerStartForwardsEventsWithoutWaking(t *testing.T) {
+func TestStreamStartForwardsEventsWithoutWaking(t *testing.T) {
 	for _, inline := range []bool{true, false} {
 		t.Run(fmt.Sprintf("inline=%v", inline), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -85,7 +85,13 @@ func TestManagerStartForwardsEventsWithoutWaking(t *testing.T) {
 			s.b.woken = func() { wakes.Add(1) }
 			stream := NewStream()
 			opts := hubStart()
-			opts.OnProgress, opts.inlineProgress = stream.Publish, inline
+			// inline: the stream alone (StartOptions.Progress), whose
+			// events come from the handler; else OnProgress as well, whose
+			// calls come from the start's goroutine.
+			opts.Progress = stream
+			if !inline {
+				opts.OnProgress = func(ProgressEvent) {}
+			}
 			// The start waits for its pod by now: an event before that
 			// would be left for its first look, which wakes it once.
 			pod, started := f.start(t, ctx, opts)

@@ -16,6 +16,54 @@ import (
 	"github.com/spawnkit/spawnkit/reflector"
 )
 
+// StartOptions are what a hub hands one start. JupyterHub issues a new
+// API token and environment on every start, so these belong to the start,
+// not to the Spawner.
+type StartOptions struct {
+	// UserOptions select a profile and its options (KubeSpawner's keys:
+	// "profile", "<option>", "<option>--unlisted-choice"); see
+	// Config.Resolve.
+	UserOptions map[string]string
+	// Env is what the hub's single-user server needs (API token, URLs,
+	// OAuth variables), added after the configuration's environment.
+	Env []corev1.EnvVar
+	// Cmd replaces the configuration's cmd when not nil; Args are
+	// appended to it (JupyterHub's cmd and get_args()).
+	Cmd, Args []string
+	// SSL turns on internal SSL for this start.
+	SSL *SSL
+	// UserID is the hub's id of the user, recorded in State.
+	UserID int64
+	// HubNamespace is the namespace the hub runs in, the default of
+	// namespace and the source of {hubnamespace}. Default: the in-cluster
+	// service account's namespace, else "default" (as KubeSpawner).
+	HubNamespace string
+	// HubVersion, when set, is written as the
+	// hub.jupyter.org/jupyterhub-version annotation, as KubeSpawner does
+	// with JupyterHub's version.
+	HubVersion string
+	// OnProgress, when set, is called with every progress event of this
+	// operation, in order, from the operation's goroutine, before the
+	// operation returns; the last call has Ready or Failed set. It must
+	// not block for long. Registering it with the call itself means no
+	// event can be missed.
+	OnProgress func(ProgressEvent)
+	// Progress, when set, receives the same events as OnProgress, in the
+	// same order. A Stream never blocks, so with Progress alone the pod's
+	// events are published from the event informer's handler as they
+	// arrive, without waking the operation's goroutine: the cheaper way
+	// for a hub that serves progress to many readers.
+	Progress *Stream
+	// Plan, when set, is what this start creates: objects Spawner.Plan
+	// made with the same options (the caller's own check of them, done
+	// before it commits to the start). Start carries the plan out when it
+	// was made by this server's Spawner (or another of the same Factory
+	// and server) and the names in use have not changed since; otherwise
+	// it renders again, as without a Plan. A plan serves one Start, which
+	// may change its objects (ModifyPod).
+	Plan *Objects
+}
+
 // Start creates the server's objects and waits until its pod is ready,
 // returning the URL to reach it.
 //
@@ -39,15 +87,23 @@ import (
 // claim; a Start whose ctx is cancelled with ErrDetach as the cause
 // returns at once and leaves everything in place for Resume.
 func (s *Spawner) Start(ctx context.Context, opts StartOptions) (string, error) {
+	return s.operate(ctx, &opts, s.start)
+}
+
+// operate runs a Start or Resume: registered so that Stop and Close can
+// cancel it (while it waits for the operation slot too), in the slot,
+// reporting progress, and ending with the final event.
+func (s *Spawner) operate(ctx context.Context, opts *StartOptions, do func(context.Context, *StartOptions, *emitter) (string, error)) (string, error) {
 	ctx, done := s.beginOp(ctx)
 	defer done()
+	em := newEmitter(opts.OnProgress, opts.Progress, s.b.clock)
 	if err := s.acquire(ctx); err != nil {
-		return "", s.opError(ctx, err)
+		err = s.opError(ctx, err)
+		em.finish("", err)
+		return "", err
 	}
 	defer s.release()
-	em := newEmitter(opts.OnProgress, s.b.clock)
-	em.inline = opts.inlineProgress
-	url, err := s.start(ctx, &opts, em)
+	url, err := do(ctx, opts, em)
 	em.finish(url, err)
 	return url, err
 }
@@ -94,7 +150,7 @@ func (s *Spawner) beginOp(ctx context.Context) (context.Context, func()) {
 	}
 }
 
-// cancelOps cancels every Start and Resume in flight or waiting.
+// cancelOpsLocked cancels every Start and Resume in flight or waiting.
 // Called with s.mu held.
 func (s *Spawner) cancelOpsLocked(cause error) {
 	for _, c := range s.cancels {
@@ -126,7 +182,7 @@ func (s *Spawner) start(ctx context.Context, opts *StartOptions, em *emitter) (s
 	em.note(0, "Preparing the server's objects")
 	o, step, err := s.objectsFor(ctx, run, opts, em)
 	if err != nil {
-		reason := ""
+		var reason Reason
 		if step == StepPlan {
 			reason = ReasonInvalid
 		}
@@ -142,7 +198,7 @@ func (s *Spawner) start(ctx context.Context, opts *StartOptions, em *emitter) (s
 // create are functions of their own: the create (client-go encoding
 // the pod) is the deepest path of a start's goroutine, whose stack stays
 // as large as that path needed while the start waits.
-func (s *Spawner) createAndWait(ctx context.Context, run *startRun, o *startObjects, em *emitter) (string, error) {
+func (s *Spawner) createAndWait(ctx context.Context, run *startRun, o *Objects, em *emitter) (string, error) {
 	h, step, reason, err := s.beforePod(ctx, run, o, em)
 	if h.sub != nil {
 		defer h.sub.Close()
@@ -170,14 +226,14 @@ type startHandles struct {
 // the user namespace and the claim and runs ModifyPod on o.Pod. On
 // failure it returns the step and reason; h.sub, when set, is the
 // caller's to close.
-func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *startObjects, em *emitter) (h startHandles, step Step, reason string, err error) {
+func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *Objects, em *emitter) (h startHandles, step Step, reason Reason, err error) {
 	run.ns, run.name = o.State.Namespace, o.State.PodName
 	if h.pods, err = s.podsHandle(ctx, run.ns); err != nil {
 		return h, StepWatch, "", err
 	}
 	// Events feed only the progress: a start nobody follows does not
 	// hold the event informer.
-	if boolOr(o.cfg.EventsEnabled, true) && em.fn != nil {
+	if boolOr(o.cfg.EventsEnabled, true) && em.followed() {
 		if h.events, err = s.eventsHandle(ctx, run.ns); err != nil {
 			return h, StepWatch, "", err
 		}
@@ -208,8 +264,8 @@ func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *startObjects,
 
 // afterPod records the created pod, makes the secret and the service it
 // owns, runs AfterPodCreated and waits for the pod to be ready.
-func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *startObjects, h startHandles, created *corev1.Pod, em *emitter) (string, error) {
-	fail := func(step Step, reason string, err error) error {
+func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *Objects, h startHandles, created *corev1.Pod, em *emitter) (string, error) {
+	fail := func(step Step, reason Reason, err error) error {
 		return s.failStart(ctx, run, step, reason, err)
 	}
 	run.pod = created.UID
@@ -240,7 +296,7 @@ func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *startObjects, 
 	return s.finishReady(ready), nil
 }
 
-// objectsFor renders a start's objects (or takes the Manager's rendering)
+// objectsFor renders a start's objects (or takes opts.Plan)
 // and sets run.startID; with storage, a claim of an earlier KubeSpawner
 // found by handle_legacy_names replaces the planned one. On failure it
 // returns the step that failed.
@@ -249,26 +305,17 @@ func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *startObjects, 
 // are gone before the start's API calls: a start's goroutine waits for
 // most of its life with a stack as deep as start's own frame plus
 // client-go's, and every GC scans it.
-func (s *Spawner) objectsFor(ctx context.Context, run *startRun, opts *StartOptions, em *emitter) (*startObjects, Step, error) {
+func (s *Spawner) objectsFor(ctx context.Context, run *startRun, opts *StartOptions, em *emitter) (*Objects, Step, error) {
 	st := s.State()
-	var o *startObjects
-	if p := opts.planned; p != nil {
-		if p.objects != nil && p.server == s.server && p.names == namesOf(st) {
-			o, run.startID = p.objects, p.startID
-		}
-		// Taken (or of no use), not kept: the caller's StartOptions (the
-		// Manager's closure) live as long as the start, the rendering
-		// only until its objects are made.
-		p.objects = nil
-	}
+	o := s.planFor(opts, &st)
 	if o == nil {
-		run.startID = newStartID()
 		var err error
-		if o, err = plan(ctx, s.server, &s.b.cfg, &s.names, &st, opts, run.startID); err != nil {
+		if o, err = plan(ctx, s.server, &s.b.cfg, &s.names, &st, opts, newStartID()); err != nil {
 			return nil, StepPlan, err
 		}
 	}
-	// The Manager's rendering too: it cannot know of an old claim.
+	run.startID = o.StartID
+	// A plan made earlier too: it cannot know of an old claim.
 	if o.PVC == nil || st.PVCName != "" {
 		return o, "", nil
 	}
@@ -297,20 +344,13 @@ func (s *Spawner) finishReady(pod *reflector.Pod) string {
 		url = s.b.hooks.PodURL(s, pod, url)
 	}
 	s.mu.Lock()
-	s.state.URL, s.readyUID, s.readyVersion = url, pod.UID, pod.ResourceVersion
+	s.state.URL = url
+	s.ready = PodRef{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ResourceVersion: pod.ResourceVersion}
 	s.mu.Unlock()
 	return url
 }
 
-// readyPod is the uid and resourceVersion of the pod the last start or
-// resume found ready, and where that pod is.
-func (s *Spawner) readyPod() (uid types.UID, version, namespace, name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.readyUID, s.readyVersion, s.state.Namespace, s.state.PodName
-}
-
-func collisionReason(err error) string {
+func collisionReason(err error) Reason {
 	if IsCollision(err) {
 		return ReasonCollision
 	}
@@ -320,7 +360,7 @@ func collisionReason(err error) string {
 // failStart turns a failure into a *StartError after cleaning up: a
 // detached start leaves everything; a cancelled one deletes its pod; a
 // failed one deletes its pod and the claim it created.
-func (s *Spawner) failStart(ctx context.Context, run *startRun, step Step, reason string, err error) error {
+func (s *Spawner) failStart(ctx context.Context, run *startRun, step Step, reason Reason, err error) error {
 	serr := &StartError{Server: s.server, Step: step, Reason: reason, Err: err}
 	cancelled := ctx.Err() != nil
 	if cancelled {
@@ -362,7 +402,7 @@ func (s *Spawner) failStart(ctx context.Context, run *startRun, step Step, reaso
 // else; start_timeout bounds it. The pod's events feed the progress
 // meanwhile.
 func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Pods, events *reflector.Events,
-	sub *reflector.Subscription, ns, name string, uid types.UID, em *emitter) (*reflector.Pod, string, error) {
+	sub *reflector.Subscription, ns, name string, uid types.UID, em *emitter) (*reflector.Pod, Reason, error) {
 	wctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout.Duration())
 	defer cancel()
 	var fw *eventForwarder
@@ -416,7 +456,7 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 		case ok && pod.UID == uid:
 			inCache = true
 			if msg, fatal := pulls.observe(pod); fatal {
-				return nil, "ErrImagePull", errors.New(msg)
+				return nil, ReasonErrImagePull, errors.New(msg)
 			}
 			if reason, msg := fatalReason(pod, cfg.FatalReasons); reason != "" {
 				return nil, reason, errors.New(msg)
@@ -487,7 +527,7 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 
 // eventForwarder sends a start's pod events to its progress once each
 // (by the event's uid and count), from the start's goroutine and, for the
-// Manager's starts (emitter.inline), from the event informer's handler
+// Manager's starts (emitter.inline: a Stream alone receives them), from the event informer's handler
 // as each event arrives, so that the start need not wake for it.
 type eventForwarder struct {
 	em  *emitter
@@ -547,7 +587,7 @@ func (fw *eventForwarder) fromHandler(e *corev1.Event) bool {
 const eventGrace = 300 * time.Millisecond
 
 // waitReason is Timeout when start_timeout (not the caller) ended the wait.
-func (s *Spawner) waitReason(ctx, wctx context.Context) string {
+func (s *Spawner) waitReason(ctx, wctx context.Context) Reason {
 	if ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
 		return ReasonTimeout
 	}
@@ -569,23 +609,13 @@ func (s *Spawner) waitErr(ctx, wctx context.Context, cfg *Config, err error) err
 // cancelled by Stop and Close, and deletes the pod when the server fails
 // (but not when detached). Without a pod it returns ErrNoPod.
 func (s *Spawner) Resume(ctx context.Context, opts StartOptions) (string, error) {
-	ctx, done := s.beginOp(ctx)
-	defer done()
-	if err := s.acquire(ctx); err != nil {
-		return "", s.opError(ctx, err)
-	}
-	defer s.release()
-	em := newEmitter(opts.OnProgress, s.b.clock)
-	em.inline = opts.inlineProgress
-	url, err := s.resume(ctx, em)
-	em.finish(url, err)
-	return url, err
+	return s.operate(ctx, &opts, s.resume)
 }
 
-func (s *Spawner) resume(ctx context.Context, em *emitter) (string, error) {
+func (s *Spawner) resume(ctx context.Context, _ *StartOptions, em *emitter) (string, error) {
 	st := s.State()
 	run := &startRun{ns: st.Namespace, name: st.PodName}
-	fail := func(step Step, reason string, err error) error {
+	fail := func(step Step, reason Reason, err error) error {
 		return s.failStart(ctx, run, step, reason, err)
 	}
 	pods, err := s.podsHandle(ctx, st.Namespace)
@@ -593,7 +623,7 @@ func (s *Spawner) resume(ctx context.Context, em *emitter) (string, error) {
 		return "", fail(StepWatch, "", err)
 	}
 	var events *reflector.Events
-	if boolOr(s.b.cfg.EventsEnabled, true) && em.fn != nil {
+	if boolOr(s.b.cfg.EventsEnabled, true) && em.followed() {
 		if events, err = s.eventsHandle(ctx, st.Namespace); err != nil {
 			return "", fail(StepWatch, "", err)
 		}

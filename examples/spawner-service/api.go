@@ -12,7 +12,7 @@ import (
 
 // backend is what the HTTP API needs of spawnkit. The handlers see only
 // this interface and the types below, which mirror the wire format, so the
-// API does not move when spawner.Manager does: backend_manager.go adapts
+// API does not move when manager.Manager does: backend_manager.go adapts
 // the Manager to it, and the tests use an in-memory fake.
 //
 // Errors a backend returns for the caller's input or for a state the

@@ -1,4 +1,4 @@
-// This file is the only one that knows spawner.Manager: it adapts the
+// This file is the only one that knows manager.Manager: it adapts the
 // Manager to the backend the HTTP API uses.
 
 package main
@@ -9,15 +9,16 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
-// managerBackend is a backend over one spawner.Manager; safe for
+// managerBackend is a backend over one manager.Manager; safe for
 // concurrent use as the Manager is.
 type managerBackend struct {
-	m *spawner.Manager
+	m *manager.Manager
 }
 
 var _ service = (*managerBackend)(nil)
@@ -28,7 +29,7 @@ func newManagerBackend(client kubernetes.Interface, cfg spawner.Config) (service
 	if err != nil {
 		return nil, err
 	}
-	m, err := spawner.NewManager(spawner.ManagerOptions{Client: client, Registry: registry, Config: cfg})
+	m, err := manager.New(manager.Options{Client: client, Registry: registry, Config: cfg})
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +43,7 @@ func toServer(s serverID, userID int64) naming.Server {
 }
 
 func (b *managerBackend) Spawn(ctx context.Context, s serverID, req spawnRequest) (serverStatus, bool, error) {
-	st, started, err := b.m.Spawn(ctx, toServer(s, req.UserID), spawner.SpawnOptions{
+	st, started, err := b.m.Spawn(ctx, toServer(s, req.UserID), manager.SpawnOptions{
 		UserOptions: req.UserOptions, Env: req.Env, Cmd: req.Cmd, Args: req.Args, UserID: req.UserID,
 	})
 	if err != nil {
@@ -89,7 +90,7 @@ func (b *managerBackend) Events(ctx context.Context, s serverID) (<-chan progres
 		for e := range in {
 			select {
 			case out <- progressEvent{Progress: e.Progress, Message: e.Message, Ready: e.Ready, URL: e.URL,
-				Failed: e.Failed, Reason: e.Reason, Stopped: e.Stopped, Time: e.Time}:
+				Failed: e.Failed, Reason: string(e.Reason), Stopped: e.Stopped, Time: e.Time}:
 			case <-ctx.Done():
 				return
 			}
@@ -106,11 +107,11 @@ func (b *managerBackend) Profiles(ctx context.Context) ([]spawner.Profile, error
 	return cfg.ProfileList, nil
 }
 
-func fromStatus(st spawner.ServerStatus) serverStatus {
+func fromStatus(st manager.Status) serverStatus {
 	return serverStatus{
 		User: st.User, Server: st.Server, Phase: string(st.Phase), URL: st.URL, Ready: st.Ready,
 		ExitCode: st.ExitCode, StartedAt: st.StartedAt, ReadyAt: st.ReadyAt,
-		Reason: st.Reason, Message: st.Message, State: st.State,
+		Reason: string(st.Reason), Message: st.Message, State: st.State,
 	}
 }
 
@@ -120,9 +121,9 @@ func managerError(err error) error {
 	var pe *spawner.ProfileError
 	var se *spawner.StartError
 	switch {
-	case errors.Is(err, spawner.ErrNotFound):
+	case errors.Is(err, manager.ErrNotFound):
 		return errNotFound(err)
-	case errors.Is(err, spawner.ErrBusy):
+	case errors.Is(err, manager.ErrBusy):
 		return errConflict(err)
 	case errors.As(err, &pe):
 		return errBadRequest(reasonInvalidUserOptions, err)

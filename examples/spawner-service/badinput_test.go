@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/spawner"
 )
@@ -89,7 +90,7 @@ profile_list:
 		code   int
 		reason string
 	}{
-		{"not found", fmt.Errorf("x: %w", spawner.ErrNotFound), 404, reasonNotFound},
+		{"not found", fmt.Errorf("x: %w", manager.ErrNotFound), 404, reasonNotFound},
 		{"invalid config", planErr, 400, reasonInvalidUserOptions},
 		{"name too long under escape", longErr, 400, reasonBadRequest},
 		{"unlisted quantity not a quantity", qtyErr, 400, reasonInvalidUserOptions},

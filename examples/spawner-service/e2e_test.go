@@ -561,7 +561,7 @@ func TestE2ERestart(t *testing.T) {
 }
 
 // TestE2EBadUserOptionsLeaveNoServer: a refused start leaves no server
-// behind either (spawner.Manager.Spawn: "Bad user options fail here,
+// behind either (manager.Manager.Spawn: "Bad user options fail here,
 // before anything is created"): the server stays unknown (404) and the
 // list empty.
 func TestE2EBadUserOptionsLeaveNoServer(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -27,7 +28,7 @@ const (
 
 // measureDetection measures how long a hub takes to notice that a
 // running server died: n servers run (pods made by spawner.Plan, with a
-// running status), a spawner.Manager has recovered them and a raw pod
+// running status), a manager.Manager has recovered them and a raw pod
 // informer has synced; then, one every detectGap, each pod's notebook
 // container is marked terminated with exit code 1 (phase Failed) through
 // UpdateStatus, as a kubelet reports it. For each server the clock runs
@@ -78,7 +79,7 @@ func detectOnce(ctx context.Context, env *Env, cfg spawner.Config, prefix string
 		return nil, nil, err
 	}
 	defer registry.Close()
-	mgr, err := spawner.NewManager(spawner.ManagerOptions{Client: env.Client, Registry: registry, Config: cfg})
+	mgr, err := manager.New(manager.Options{Client: env.Client, Registry: registry, Config: cfg})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -88,7 +89,7 @@ func detectOnce(ctx context.Context, env *Env, cfg spawner.Config, prefix string
 	statuses := mgr.Watch(watchCtx)
 	watcher.Go(func() {
 		for st := range statuses {
-			if st.Phase == spawner.PhaseFailed {
+			if st.Phase == manager.PhaseFailed {
 				skA.see(st.User, time.Now())
 			}
 		}
@@ -103,7 +104,7 @@ func detectOnce(ctx context.Context, env *Env, cfg spawner.Config, prefix string
 		return nil, nil, fmt.Errorf("the manager knows %d servers, want %d", len(list), len(pods))
 	}
 	for _, st := range list {
-		if st.Phase != spawner.PhaseRunning {
+		if st.Phase != manager.PhaseRunning {
 			return nil, nil, fmt.Errorf("server %s is %s, want running", st.User, st.Phase)
 		}
 	}

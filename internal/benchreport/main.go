@@ -12,7 +12,7 @@
 //     work: Pods().Create (retried on timeouts, 5xx and broken streams, as
 //     spawnkit retries them), then waiting for Ready through a plain pod
 //     informer.
-//   - manager: the same through spawner.Manager as a hub drives it
+//   - manager: the same through manager.Manager as a hub drives it
 //     (NewManager, Start, Spawn each server, follow Watch until every
 //     server is running), against the same raw work plus an event
 //     informer on the namespace: the Manager reports each start's

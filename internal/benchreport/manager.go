@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/spawnkit/spawnkit/spawner"
+	"github.com/spawnkit/spawnkit/manager"
 )
 
 // prepareManager runs a Manager on a warm Registry, as a hub does, and
@@ -24,7 +24,7 @@ func prepareManager(ctx context.Context, client kubernetes.Interface, spec spawn
 	}
 	config := spawnConfig(spec.Namespace)
 	config.EventsEnabled = new(!spec.NoEvents)
-	m, err := spawner.NewManager(spawner.ManagerOptions{Client: client, Registry: registry, Config: config,
+	m, err := manager.New(manager.Options{Client: client, Registry: registry, Config: config,
 		ConcurrentSpawnLimit: spec.SpawnLimit})
 	if err != nil {
 		release()
@@ -44,7 +44,7 @@ func prepareManager(ctx context.Context, client kubernetes.Interface, spec spawn
 	}
 	// Poll waits until the Manager has recovered the cluster's servers;
 	// then an unknown server is ErrNotFound.
-	if _, err := m.Poll(ctx, serverOf(-1)); !errors.Is(err, spawner.ErrNotFound) {
+	if _, err := m.Poll(ctx, serverOf(-1)); !errors.Is(err, manager.ErrNotFound) {
 		done()
 		return nil, nil, fmt.Errorf("waiting for the Manager to run: %w", err)
 	}
@@ -60,7 +60,7 @@ func prepareManager(ctx context.Context, client kubernetes.Interface, spec spawn
 		spawned := make(chan error, 1)
 		go func() {
 			spawned <- spawnAll(ctx, first, n, func(ctx context.Context, i int) error {
-				if _, _, err := m.Spawn(ctx, serverOf(i), spawner.SpawnOptions{}); err != nil {
+				if _, _, err := m.Spawn(ctx, serverOf(i), manager.SpawnOptions{}); err != nil {
 					return fmt.Errorf("spawning %s: %w", serverOf(i).Username, err)
 				}
 				return nil
@@ -77,12 +77,12 @@ func prepareManager(ctx context.Context, client kubernetes.Interface, spec spawn
 					continue // the warm-up's, before this call
 				}
 				switch st.Phase {
-				case spawner.PhaseRunning:
+				case manager.PhaseRunning:
 					if !running[st.User] {
 						running[st.User] = true
 						ready()
 					}
-				case spawner.PhaseFailed:
+				case manager.PhaseFailed:
 					return fmt.Errorf("server of %s failed: %s: %s", st.User, st.Reason, st.Message)
 				}
 			case err := <-spawned:

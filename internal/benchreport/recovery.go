@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -25,7 +26,7 @@ const recoveryServers = 10_000
 // exist, made by spawner.Plan with a running status and their State
 // record), and the clock runs from a cold start until every server is
 // known with its URL. spawnkit's side is a new Registry and
-// spawner.NewManager, whose Start lists the pods and recovers each server
+// manager.New, whose Start lists the pods and recovers each server
 // (Poll waits until it has); raw is a new pod informer synced, then a map
 // from (user, server) to URL built from the pods' annotations and status,
 // the least a hub needs. Both use the same client (QPS 50, burst 100);
@@ -80,7 +81,7 @@ func spawnkitRecovery(ctx context.Context, client kubernetes.Interface, cfg spaw
 		return 0, err
 	}
 	defer registry.Close()
-	mgr, err := spawner.NewManager(spawner.ManagerOptions{Client: client, Registry: registry, Config: cfg})
+	mgr, err := manager.New(manager.Options{Client: client, Registry: registry, Config: cfg})
 	if err != nil {
 		return 0, err
 	}
@@ -92,7 +93,7 @@ func spawnkitRecovery(ctx context.Context, client kubernetes.Interface, cfg spaw
 	elapsed := time.Since(begin)
 	running := 0
 	for _, st := range mgr.List() {
-		if st.Phase == spawner.PhaseRunning && st.URL != "" {
+		if st.Phase == manager.PhaseRunning && st.URL != "" {
 			running++
 		}
 	}
@@ -104,7 +105,7 @@ func spawnkitRecovery(ctx context.Context, client kubernetes.Interface, cfg spaw
 
 // runManager runs mgr until the returned stop, which waits for Start to
 // return and reports an error it returned.
-func runManager(ctx context.Context, mgr *spawner.Manager) (stop func()) {
+func runManager(ctx context.Context, mgr *manager.Manager) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -30,7 +31,7 @@ const watchUsers = 200
 
 // measureWatches counts the watch requests a hub opens in user-namespace
 // mode (enable_user_namespaces): one server per user, each in its own
-// namespace. spawnkit's side is a Registry and a spawner.Manager with
+// namespace. spawnkit's side is a Registry and a manager.Manager with
 // EnableUserNamespaces spawning every server until the Manager reports it
 // running; raw is what a per-namespace design does: for each user a
 // namespace, a pod informer and an event informer on it, and a pod
@@ -108,7 +109,7 @@ func spawnkitWatches(ctx context.Context, env *Env, base string, users int) (int
 		Namespace: base, EnableUserNamespaces: true, UserNamespaceTemplate: "{namespace}-{username}",
 		Cmd: []string{"jupyterhub-singleuser"}, Pod: manifest.PodSpec{Image: image},
 	}
-	mgr, err := spawner.NewManager(spawner.ManagerOptions{Client: client, Registry: registry, Config: cfg})
+	mgr, err := manager.New(manager.Options{Client: client, Registry: registry, Config: cfg})
 	if err != nil {
 		return 0, err
 	}
@@ -125,7 +126,7 @@ func spawnkitWatches(ctx context.Context, env *Env, base string, users int) (int
 	watcher.Go(func() {
 		for st := range statuses {
 			namespaces.Store(st.State.Namespace, true)
-			if st.Phase == spawner.PhaseRunning {
+			if st.Phase == manager.PhaseRunning {
 				running.see(st.User, time.Now())
 			}
 		}
@@ -140,7 +141,7 @@ func spawnkitWatches(ctx context.Context, env *Env, base string, users int) (int
 	begin := time.Now()
 	for i := range users {
 		srv := benchUser("w", i)
-		if _, _, err := mgr.Spawn(ctx, srv, spawner.SpawnOptions{Env: hubEnv(srv.Username)}); err != nil {
+		if _, _, err := mgr.Spawn(ctx, srv, manager.SpawnOptions{Env: hubEnv(srv.Username)}); err != nil {
 			return 0, fmt.Errorf("spawning %s: %w", srv.Username, err)
 		}
 	}

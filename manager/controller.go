@@ -1,4 +1,4 @@
-package spawner
+package manager
 
 import (
 	"context"
@@ -13,72 +13,65 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/spawnkit/spawnkit/internal/leader"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
+	"github.com/spawnkit/spawnkit/spawner"
 )
 
 // Start runs the Manager until ctx ends: it takes the pod informer for
 // the Manager's lifetime (so nothing relists in steady state), recovers
 // every server recorded on a pod in the cluster, then reconciles servers
 // on pod events through a rate-limited workqueue and on a jittered
-// resync. With LeaderElection it runs servers only while it leads.
+// resync. With LeaderElection it runs servers only while it holds the
+// Lease, and a Lease it cannot read, create or update (a namespace that
+// does not exist, a missing RBAC rule) is an error returned at once.
 //
-// When ctx ends, operations in flight are cancelled with ErrShutdown:
-// starts are detached, never deleted, and the next Manager resumes them.
+// When ctx ends (or the lease is lost), the Manager stops taking work and
+// cancels its starts with ErrShutdown: they are detached, never deleted,
+// and the next leader resumes them. Stops and deletions in flight may
+// finish first (see LeaderElection); only then is the Lease released.
 // Start returns after every goroutine it started has ended.
 func (m *Manager) Start(ctx context.Context) error {
 	log := logr.FromContextOrDiscard(ctx).WithName("manager")
 	m.mu.Lock()
-	if m.run != nil || m.pods != nil {
+	if m.started {
 		m.mu.Unlock()
-		return errors.New("spawner: manager already started")
+		return errAlreadyStarted
 	}
-	select {
-	case <-m.ready:
-		m.mu.Unlock()
-		return errors.New("spawner: a manager runs once; create a new one")
-	default:
+	m.started = true
+	m.mu.Unlock()
+	if m.lease != nil {
+		if err := leader.Check(ctx, *m.lease); err != nil {
+			close(m.ready)
+			return fmt.Errorf("manager: %w", err)
+		}
 	}
-	ns := m.base.cfg.Namespace
-	if m.base.cfg.EnableUserNamespaces {
+	ns := m.cfg.Namespace
+	if m.cfg.EnableUserNamespaces {
 		ns = metav1.NamespaceAll
 	}
 	pods, err := m.opts.Registry.Pods(ctx, ns)
 	if err != nil {
-		m.mu.Unlock()
+		close(m.ready)
 		return err
 	}
+	m.mu.Lock()
 	m.pods = pods
 	m.log = log
-	// Operations derive from run, which ends with ctx but with
-	// ErrShutdown as its cause (a child of ctx would see ctx's own cause,
-	// context.Canceled, and delete the pods it is starting).
-	run, stop := context.WithCancelCause(context.WithoutCancel(ctx))
-	stopOnDone := context.AfterFunc(ctx, func() { stop(ErrShutdown) })
-	defer stopOnDone()
-	m.run = run
-	m.leading = m.opts.LeaderElection == nil
+	m.running = true
 	m.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[serverKey](),
 		workqueue.TypedRateLimitingQueueConfig[serverKey]{Name: "spawnkit-manager"})
 	m.mu.Unlock()
 
 	var workers sync.WaitGroup
 	defer func() {
-		stop(ErrShutdown)
 		m.mu.Lock()
-		m.closing = true // no operation begins from now on
+		m.running = false
 		m.mu.Unlock()
 		m.queue.ShutDown()
 		workers.Wait()
-		m.ops.Wait()
-		m.mu.Lock()
-		m.run = nil
-		entries := make([]*entry, 0, len(m.servers))
-		for _, e := range m.servers {
-			entries = append(entries, e)
-		}
-		m.mu.Unlock()
-		for _, e := range entries {
+		for _, e := range m.entries() {
 			e.sp.Close()
 		}
 		pods.Release()
@@ -90,6 +83,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	// own would cost two goroutine hand-offs for every pod change.
 	remove, err := pods.Observe(m.podChanged)
 	if err != nil {
+		close(m.ready)
 		return err
 	}
 	defer remove()
@@ -97,30 +91,38 @@ func (m *Manager) Start(ctx context.Context) error {
 		close(m.ready)
 		return nil // ctx ended before the first sync
 	}
-	m.recover(run, log)
+	m.recover(ctx, log)
 	close(m.ready)
 	for range m.opts.Workers {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			for m.processNext(run, log) {
+			for m.processNext(ctx, log) {
 			}
 		}()
 	}
-	if le := m.opts.LeaderElection; le != nil {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			m.elect(run, le, log)
-		}()
-	}
+
+	// The terms: one for the Manager's life, or one per lease held. The
+	// goroutine ends once ctx has ended and the last term has.
+	termsDone := make(chan error, 1)
+	go func() {
+		if m.lease == nil {
+			m.lead(ctx, m.stopGrace())
+			termsDone <- nil
+			return
+		}
+		termsDone <- leader.Run(logr.NewContext(ctx, log), *m.lease, func(term context.Context) { m.lead(term, m.stopGrace()) })
+	}()
 	for {
 		jitter := time.Duration(rand.Int64N(int64(m.opts.ResyncInterval)/10 + 1))
 		select {
 		case <-ctx.Done():
-			return nil
+			return <-termsDone
+		case err := <-termsDone:
+			// Leader election gave up (it returns early only on an error).
+			return fmt.Errorf("manager: %w", err)
 		case <-m.opts.Clock.After(m.opts.ResyncInterval + jitter):
-			m.resync(run)
+			m.resync(ctx)
 		}
 	}
 }
@@ -154,7 +156,7 @@ func (m *Manager) podChanged(pod *reflector.Pod, deleted bool) {
 	}
 	if e != nil {
 		e.mu.Lock()
-		starting := e.op != nil && (e.op.kind == "start" || e.op.kind == "resume")
+		starting := e.op != nil && e.op.kind.starts()
 		// The version a start found ready, coming after the start ended:
 		// the phase was set from it, a reconcile would find nothing. (A
 		// deletion is never that: a relist's tombstone carries the last
@@ -224,15 +226,15 @@ func (m *Manager) manages(pod *reflector.Pod) bool {
 	case naming.ManagedBySpawnkit:
 		return true
 	case naming.ManagedByKubeSpawner:
-		return m.opts.AdoptKubeSpawner && pod.Labels.Get(naming.LabelComponent) == m.base.cfg.ComponentLabel
+		return m.opts.AdoptKubeSpawner && pod.Labels.Get(naming.LabelComponent) == m.cfg.ComponentLabel
 	}
 	return false
 }
 
 // kubeSpawnerState is the State of a pod KubeSpawner made (it records
 // none): its names, and the port of its notebook-port container port.
-func kubeSpawnerState(pod *reflector.Pod) State {
-	st := State{PodName: pod.Name, Namespace: pod.Namespace}
+func kubeSpawnerState(pod *reflector.Pod) spawner.State {
+	st := spawner.State{PodName: pod.Name, Namespace: pod.Namespace}
 	for _, p := range pod.Ports {
 		if p.Name == "notebook-port" {
 			st.Port = p.ContainerPort
@@ -302,7 +304,7 @@ func (m *Manager) seed(log logr.Logger) {
 // State, a KubeSpawner pod's notebook port) is in the cached pod.
 func (m *Manager) adopt(ctx context.Context, pod *reflector.Pod) error {
 	srv := naming.Server{Username: pod.Annotations.Get(naming.AnnotationUsername), Servername: pod.Annotations.Get(naming.AnnotationServername)}
-	rec, ok := StateFromPod(pod)
+	rec, ok := spawner.StateFromPod(pod)
 	if ok {
 		srv.UserID = rec.UserID
 	} else {
@@ -334,31 +336,34 @@ func (m *Manager) observe(ctx context.Context, e *entry) error {
 	e.mu.Lock()
 	if op := e.op; op != nil {
 		e.mu.Unlock()
-		if op.kind == "start" || op.kind == "resume" {
+		if op.kind.starts() {
 			m.checkUnschedulable(ctx, e, op)
 		}
 		return nil
 	}
 	sp := e.sp
 	e.mu.Unlock()
-	st, deleteStopped, err := sp.pollCached(ctx)
+	st, err := sp.PollCache(ctx)
 	if err != nil {
-		if errors.Is(err, ErrClosed) {
+		if errors.Is(err, spawner.ErrClosed) {
 			return nil
 		}
 		return err
 	}
-	m.apply(e, st, sp)
-	if deleteStopped != nil {
-		// After the phase change: a hub watching for failures learns of
-		// one without waiting for this API call.
-		return deleteStopped(ctx)
+	m.apply(ctx, e, st, sp)
+	if !st.Running && st.Phase != "" {
+		// The pod exited: now (a hub watching for failures learns of it
+		// without waiting for an API call) Poll deletes it, with
+		// delete_stopped_pods.
+		if _, err := sp.Poll(ctx); err != nil && !errors.Is(err, spawner.ErrClosed) {
+			return err
+		}
 	}
 	return nil
 }
 
 // apply records what a poll found, unless an operation began meanwhile.
-func (m *Manager) apply(e *entry, st Status, sp *Spawner) {
+func (m *Manager) apply(ctx context.Context, e *entry, st spawner.Status, sp *spawner.Spawner) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.op != nil {
@@ -383,40 +388,32 @@ func (m *Manager) apply(e *entry, st Status, sp *Spawner) {
 		if phase == PhaseStopping || st.Deleting {
 			return // a pod on its way out is never resumed
 		}
-		m.mu.Lock()
-		leading, run := m.leading, m.run
-		m.mu.Unlock()
 		e.status.ExitCode, e.status.Reason, e.status.Message = nil, "", ""
-		if !leading || run == nil {
-			m.setPhaseLocked(e, PhaseStarting)
-			return
-		}
-		op := m.beginOpLocked(run, e, "resume")
+		op, opCtx := m.beginOpLocked(ctx, e, opResume)
 		if op == nil {
-			// Shutting down: the next Manager resumes it.
+			// A standby, or a term ending: the leader resumes it.
 			m.setPhaseLocked(e, PhaseStarting)
 			return
 		}
-		e.stream = NewStream()
-		e.stream.Publish(ProgressEvent{Message: "Found the server starting; following it.", Time: m.opts.Clock.Now()})
+		stream := spawner.NewStream()
+		e.stream = stream
+		stream.Publish(spawner.ProgressEvent{Message: "Found the server starting; following it.", Time: m.opts.Clock.Now()})
 		m.setPhaseLocked(e, PhaseStarting)
-		stream := e.stream
-		go m.runStart(e, op, sp, stream, func(ctx context.Context) (string, error) {
-			return sp.Resume(ctx, StartOptions{OnProgress: stream.Publish, inlineProgress: true})
+		go m.runStart(opCtx, e, op, sp, stream, func(ctx context.Context) (string, error) {
+			return sp.Resume(ctx, spawner.StartOptions{Progress: stream})
 		})
 	default:
 		if phase == PhaseRunning || phase == PhaseStarting {
 			e.status.ExitCode = intPtr(st.ExitCode)
 			e.status.URL, e.status.Reason, e.status.Message = "", st.Reason, st.Message
-			m.metrics.failures.WithLabelValues(st.Reason).Inc()
-			if st.ExitCode == 0 && st.Reason == ReasonExited {
+			m.metrics.failures.WithLabelValues(string(st.Reason)).Inc()
+			if st.ExitCode == 0 && st.Reason == spawner.ReasonExited {
 				m.setPhaseLocked(e, PhaseStopped)
 			} else {
 				m.setPhaseLocked(e, PhaseFailed)
 			}
 		}
 	}
-	return
 }
 
 // checkUnschedulable ends a start whose pod has been unschedulable for
@@ -446,19 +443,13 @@ func (m *Manager) checkUnschedulable(ctx context.Context, e *entry, op *operatio
 // the cache.
 func (m *Manager) resync(ctx context.Context) {
 	now := m.opts.Clock.Now()
-	m.mu.Lock()
-	entries := make([]*entry, 0, len(m.servers))
-	for _, e := range m.servers {
-		entries = append(entries, e)
-	}
-	m.mu.Unlock()
-	for _, e := range entries {
+	for _, e := range m.entries() {
 		e.mu.Lock()
 		idle := e.op == nil && (e.status.Phase == PhaseStopped || e.status.Phase == PhaseFailed)
 		old := now.Sub(e.changed) >= m.opts.Retention
 		e.mu.Unlock()
 		if idle && old {
-			m.forget(e)
+			m.forget(e, false)
 			continue
 		}
 		m.queue.Add(e.key)
@@ -468,4 +459,5 @@ func (m *Manager) resync(ctx context.Context) {
 			m.podChanged(p, false)
 		}
 	}
+	m.resyncs.Add(1)
 }

@@ -1,4 +1,4 @@
-package spawner
+package manager
 
 import (
 	"context"
@@ -17,13 +17,13 @@ const watchBuffer = 64
 // a goroutine hand-off per status: the reader is woken by the status
 // itself.
 type watcher struct {
-	out  chan ServerStatus // closed by the goroutine, after done is set
+	out  chan Status // closed by the goroutine, after done is set
 	wake chan struct{}
 	mu   sync.Mutex // guards queue, closed and done
 	// queue holds the statuses not yet in out, oldest first; the
 	// goroutine removes one only once it is in out, so an empty queue
 	// means nothing is waiting ahead of a new status.
-	queue  []ServerStatus
+	queue  []Status
 	closed bool // the Manager has stopped: end once the queue is sent
 	done   bool // the goroutine has ended: send nothing more to out
 }
@@ -35,8 +35,8 @@ type watcher struct {
 // read before it closes, so a reader that stops caring checks its ctx. A
 // hub reacts to it instead of polling Status. The goroutine behind it is
 // owned by the reader and ends with ctx or the Manager.
-func (m *Manager) Watch(ctx context.Context) <-chan ServerStatus {
-	w := &watcher{out: make(chan ServerStatus, watchBuffer), wake: make(chan struct{}, 1)}
+func (m *Manager) Watch(ctx context.Context) <-chan Status {
+	w := &watcher{out: make(chan Status, watchBuffer), wake: make(chan struct{}, 1)}
 	m.mu.Lock()
 	m.watchers[w] = struct{}{}
 	m.mu.Unlock()
@@ -52,7 +52,7 @@ func (m *Manager) Watch(ctx context.Context) <-chan ServerStatus {
 		}()
 		for {
 			w.mu.Lock()
-			var next ServerStatus
+			var next Status
 			queued, closed := len(w.queue) > 0, w.closed
 			if queued {
 				next = w.queue[0]
@@ -65,7 +65,7 @@ func (m *Manager) Watch(ctx context.Context) <-chan ServerStatus {
 					return
 				}
 				w.mu.Lock()
-				w.queue[0] = ServerStatus{}
+				w.queue[0] = Status{}
 				w.queue = w.queue[1:]
 				w.mu.Unlock()
 				continue
@@ -84,7 +84,7 @@ func (m *Manager) Watch(ctx context.Context) <-chan ServerStatus {
 }
 
 // notify gives a status to every watcher without blocking.
-func (m *Manager) notify(st ServerStatus) {
+func (m *Manager) notify(st Status) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for w := range m.watchers {

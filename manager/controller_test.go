@@ -1,4 +1,4 @@
-package spawner
+package manager
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
+	"github.com/spawnkit/spawnkit/spawner"
 )
 
 // podChanged lets pass the pod versions of a start in flight and, once
@@ -21,7 +22,7 @@ func TestPodChangedSkipsTheReadyVersion(t *testing.T) {
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[serverKey]())
 	defer q.ShutDown()
 	key := serverKey{user: "alice"}
-	e := &entry{key: key, status: ServerStatus{Phase: PhaseStarting}}
+	e := &entry{key: key, status: Status{Phase: PhaseStarting}}
 	m := &Manager{servers: map[serverKey]*entry{key: e}, queue: q}
 	podOf := func(rv string) *reflector.Pod {
 		return reflector.NewPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "jupyter-alice", ResourceVersion: rv,
@@ -37,7 +38,7 @@ func TestPodChangedSkipsTheReadyVersion(t *testing.T) {
 		}
 		return n
 	}
-	e.op = &operation{kind: "start"}
+	e.op = &operation{kind: opStart}
 	for _, rv := range []string{"1", "2", "3"} {
 		m.podChanged(podOf(rv), false)
 	}
@@ -69,54 +70,60 @@ func TestPodChangedSkipsTheReadyVersion(t *testing.T) {
 // same name, or none at all, and the server is reconciled.
 func TestSettledOnlyOnTheReadyVersion(t *testing.T) {
 	ns := newNamespace(t)
-	ctx := ctxTimeout(t, 60*time.Second)
+	ctx := ctxTimeout(t, 90*time.Second)
 	pods, err := sharedRegistry(t).Pods(ctx, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pods.Release()
-	created := idlePod(t, ctx, pods, ns, "jupyter-settled")
 	m := &Manager{pods: pods}
-	sp := &Spawner{state: State{Namespace: ns, PodName: created.Name}}
-	sp.readyUID, sp.readyVersion = created.UID, created.ResourceVersion
+	if e := (&entry{}); m.settledLocked(ctx, e, newSpawner(t, naming.Server{Username: "never-started"}, baseConfig(ns))) {
+		t.Error("a Spawner that never started: settled")
+	}
+	sp := newSpawner(t, naming.Server{Username: "settled"}, baseConfig(ns))
+	if _, err := sp.Start(ctx, hubStart()); err != nil {
+		t.Fatal(err)
+	}
+	ready, ok := sp.ReadyPod()
+	if !ok {
+		t.Fatal("ReadyPod after a start: none")
+	}
+	cachedAt(t, ctx, pods, ns, ready.Name, ready.ResourceVersion)
 	e := &entry{}
-	if !m.settledLocked(e, sp) || e.readyVersion != created.ResourceVersion {
-		t.Errorf("the cache holds the ready version: settled %q, want it settled on %s", e.readyVersion, created.ResourceVersion)
+	if !m.settledLocked(ctx, e, sp) || e.readyVersion != ready.ResourceVersion {
+		t.Errorf("the cache holds the ready version: settled %q, want it settled on %s", e.readyVersion, ready.ResourceVersion)
 	}
-	for _, tc := range []struct {
-		name string
-		sp   func(*Spawner)
-	}{
-		{"no ready version", func(sp *Spawner) { sp.readyVersion = "" }},
-		{"another pod of the name", func(sp *Spawner) { sp.readyUID = "other" }},
-	} {
-		other := &Spawner{state: sp.state, readyUID: sp.readyUID, readyVersion: sp.readyVersion}
-		tc.sp(other)
-		if e := (&entry{}); m.settledLocked(e, other) {
-			t.Errorf("%s: settled", tc.name)
-		}
-	}
-	created.Labels["later"] = "yes"
-	later, err := cluster.Client.CoreV1().Pods(ns).Update(ctx, created, metav1.UpdateOptions{})
+	pod, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, ready.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cachedAt(t, ctx, pods, ns, created.Name, later.ResourceVersion)
-	if e := (&entry{}); m.settledLocked(e, sp) {
-		t.Error("a later version is cached: settled on the ready one")
-	}
-	if err := cluster.Client.CoreV1().Pods(ns).Delete(ctx, created.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+	pod.Labels["later"] = "yes"
+	later, err := cluster.Client.CoreV1().Pods(ns).Update(ctx, pod, metav1.UpdateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	for ctx.Err() == nil {
-		if _, ok, _ := pods.Get(ctx, ns, created.Name); !ok {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	cachedAt(t, ctx, pods, ns, ready.Name, later.ResourceVersion)
+	if e := (&entry{}); m.settledLocked(ctx, e, sp) {
+		t.Error("a later version is cached: settled on the ready one")
 	}
-	sp.readyVersion = later.ResourceVersion
-	if e := (&entry{}); m.settledLocked(e, sp) {
+	// Another pod of the name (same labels, a new uid) is not the one
+	// the start found ready.
+	if err := cluster.Client.CoreV1().Pods(ns).Delete(ctx, ready.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the deletion cached", func() bool {
+		_, ok, _ := pods.Get(ctx, ns, ready.Name)
+		return !ok
+	})
+	if e := (&entry{}); m.settledLocked(ctx, e, sp) {
 		t.Error("the pod is gone: settled")
+	}
+	other := idlePod(t, ctx, pods, ns, ready.Name)
+	if other.UID == ready.UID {
+		t.Fatal("the replacement has the ready pod's uid")
+	}
+	if e := (&entry{}); m.settledLocked(ctx, e, sp) {
+		t.Error("another pod of the name: settled")
 	}
 }
 
@@ -125,8 +132,8 @@ func TestSettledOnlyOnTheReadyVersion(t *testing.T) {
 // changed (the change cached before the operation ended) is reconciled.
 func TestRunStartReconcilesAChangeAfterReady(t *testing.T) {
 	ns := newNamespace(t)
-	ctx := ctxTimeout(t, 60*time.Second)
-	m, err := NewManager(ManagerOptions{Client: cluster.Client, Registry: sharedRegistry(t), Config: baseConfig(ns)})
+	ctx := ctxTimeout(t, 120*time.Second)
+	m, err := New(Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: baseConfig(ns)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,39 +144,43 @@ func TestRunStartReconcilesAChangeAfterReady(t *testing.T) {
 	defer pods.Release()
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[serverKey]())
 	defer q.ShutDown()
-	m.pods, m.queue = pods, q
-	for _, kind := range []string{"start", "resume"} {
+	m.pods, m.queue, m.leading = pods, q, true
+	for _, kind := range []opKind{opStart, opResume} {
 		for _, changed := range []bool{false, true} {
-			name := fmt.Sprintf("jupyter-%s-%v", kind, changed)
-			created := idlePod(t, ctx, pods, ns, name)
+			name := fmt.Sprintf("%s-%v", kind, changed)
 			key := serverKey{user: name}
-			sp := &Spawner{b: m.base, state: State{Namespace: ns, PodName: name}}
-			e := &entry{key: key, sp: sp, status: ServerStatus{Phase: PhaseStarting}}
-			opCtx, cancel := context.WithCancelCause(ctx)
-			op := &operation{kind: kind, ctx: opCtx, cancel: cancel, done: make(chan struct{})}
-			e.op = op
-			m.ops.Add(1)
-			if kind == "start" {
+			sp, err := m.factory.New(naming.Server{Username: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sp.Close()
+			e := &entry{key: key, sp: sp, status: Status{Phase: PhaseStarting}}
+			e.mu.Lock()
+			op, opCtx := m.beginOpLocked(ctx, e, kind)
+			e.mu.Unlock()
+			if kind == opStart {
 				m.metrics.spawnsInFlight.Inc()
 			}
-			m.runStart(e, op, sp, NewStream(), func(context.Context) (string, error) {
-				sp.mu.Lock()
-				sp.readyUID, sp.readyVersion = created.UID, created.ResourceVersion // as finishReady
-				sp.mu.Unlock()
-				if changed {
-					p := created.DeepCopy()
-					p.Labels["after"] = "ready"
-					later, err := cluster.Client.CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{})
-					if err != nil {
-						t.Error(err)
-						return "", err
-					}
-					cachedAt(t, ctx, pods, ns, name, later.ResourceVersion)
+			m.runStart(opCtx, e, op, sp, spawner.NewStream(), func(ctx context.Context) (string, error) {
+				url, err := sp.Start(ctx, hubStart())
+				if err != nil || !changed {
+					return url, err
 				}
-				return "http://127.0.0.1:8888", nil
+				ready, _ := sp.ReadyPod()
+				p, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, ready.Name, metav1.GetOptions{})
+				if err != nil {
+					return "", err
+				}
+				p.Labels["after"] = "ready"
+				later, err := cluster.Client.CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{})
+				if err != nil {
+					return "", err
+				}
+				cachedAt(t, ctx, pods, ns, ready.Name, later.ResourceVersion)
+				return url, nil
 			})
 			if e.status.Phase != PhaseRunning {
-				t.Fatalf("%s (changed %v): phase %s", kind, changed, e.status.Phase)
+				t.Fatalf("%s (changed %v): phase %s (%s)", kind, changed, e.status.Phase, e.status.Message)
 			}
 			queued := false
 			for q.Len() > 0 {

@@ -22,21 +22,6 @@ import (
 // Version is written into State so a hub can tell which spawnkit saved it.
 const Version = "0.2.0"
 
-// Interface is what a hub needs of one server; *Spawner implements it, and
-// a hub can plug in another backend behind it.
-type Interface interface {
-	Start(ctx context.Context, opts StartOptions) (string, error)
-	Resume(ctx context.Context, opts StartOptions) (string, error)
-	Poll(ctx context.Context) (Status, error)
-	Stop(ctx context.Context, opts StopOptions) error
-	DeleteForever(ctx context.Context) error
-	State() State
-	LoadState(State)
-	Close()
-}
-
-var _ Interface = (*Spawner)(nil)
-
 // Hooks let a hub adjust what a Spawner does. Each may be nil. Hooks run
 // in Start's goroutine while Start holds the Spawner's operation slot and
 // no lock: a hook may call Poll, State and Server, but a hook that calls
@@ -85,9 +70,12 @@ type Options struct {
 	Clock clock.Clock
 }
 
-// base is what every Spawner made from the same Options shares,
-// read-only after New.
-type base struct {
+// Factory makes the Spawners of one configuration: it checks the Config,
+// its templates and the Registry once, and each New only renders one
+// server's names. A hub with many users makes one Factory and a Spawner
+// per server from it (the Manager does). A Factory is read-only after
+// NewFactory and safe for concurrent use.
+type Factory struct {
 	client   kubernetes.Interface
 	registry *reflector.Registry
 	cfg      Config // defaulted
@@ -102,7 +90,12 @@ type base struct {
 	woken func()
 }
 
-func newBase(opts Options) (*base, error) {
+// NewFactory checks opts once for every Spawner it will make: Client and
+// Registry are set, the Config (with its defaults) is valid, its name
+// templates parse, and the Registry selects the pods of component_label.
+// A Config with a profile list is checked again, profile by profile, by
+// each Start that chooses one (the user options pick it).
+func NewFactory(opts Options) (*Factory, error) {
 	if opts.Client == nil || opts.Registry == nil {
 		return nil, errors.New("spawner: Options needs Client and Registry")
 	}
@@ -125,15 +118,19 @@ func newBase(opts Options) (*base, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spawner: %w", err)
 	}
-	b := &base{client: opts.Client, registry: opts.Registry, cfg: cfg, namer: namer, hooks: opts.Hooks, clock: opts.Clock}
-	if b.clock == nil {
-		b.clock = clock.RealClock{}
+	f := &Factory{client: opts.Client, registry: opts.Registry, cfg: cfg, namer: namer, hooks: opts.Hooks, clock: opts.Clock}
+	if f.clock == nil {
+		f.clock = clock.RealClock{}
 	}
 	if rc, ok := opts.Client.CoreV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
-		b.httpClient = true
+		f.httpClient = true
 	}
-	return b, nil
+	return f, nil
 }
+
+// Config returns the Factory's configuration, with its defaults filled
+// in (the namespace included).
+func (f *Factory) Config() Config { return f.cfg }
 
 // Spawner runs one user server. It is safe for concurrent use. Start,
 // Resume, Stop and DeleteForever share one operation slot: one runs at a
@@ -141,7 +138,7 @@ func newBase(opts Options) (*base, error) {
 // State and Server never wait for the slot.
 type Spawner struct {
 	server naming.Server
-	b      *base
+	b      *Factory
 	names  naming.Names // rendered from today's templates by New
 
 	// op is the operation slot: a token in a one-element channel, so a
@@ -153,11 +150,8 @@ type Spawner struct {
 	mu     sync.Mutex // guards the fields below
 	state  State      // names in use and what the last start decided
 	closed bool
-	// readyUID and readyVersion are the uid and resourceVersion of the
-	// pod the last start or resume found ready (the Manager skips
-	// reconciling that version).
-	readyUID     types.UID
-	readyVersion string
+	// ready is the pod the last start or resume found ready (ReadyPod).
+	ready PodRef
 	// cancels cancel the Starts and Resumes in flight or waiting for
 	// the slot, by a sequence number.
 	cancels map[uint64]context.CancelCauseFunc
@@ -165,32 +159,50 @@ type Spawner struct {
 	// pods and events are this Spawner's holds on the shared informers
 	// of its namespace, kept from first use until Close so that Poll and
 	// Start never restart an informer (a fresh LIST each time).
-	pods   *reflector.Pods
-	events *reflector.Events
+	pods   hold[*reflector.Pods]
+	events hold[*reflector.Events]
 	poll   pollCache // Poll's key and URL, rebuilt when their inputs change
 }
 
-// New creates a Spawner for one server. It checks the base configuration
-// and renders and validates the server's names, so a configuration that
-// cannot name this server fails here, before any API call; what depends
-// on a start's options (profiles) is checked by Start before its first
-// API call.
+// PodRef names one version of a pod.
+type PodRef struct {
+	Namespace, Name string
+	UID             types.UID
+	ResourceVersion string
+}
+
+// New creates a Spawner for one server: NewFactory(opts), then its New.
+// A hub with many servers makes the Factory once.
 func New(server naming.Server, opts Options) (*Spawner, error) {
-	b, err := newBase(opts)
+	f, err := NewFactory(opts)
 	if err != nil {
 		return nil, err
 	}
-	return b.newSpawner(server)
+	return f.New(server)
 }
 
-func (b *base) newSpawner(server naming.Server) (*Spawner, error) {
-	names, err := b.namer.Names(server)
+// New creates a Spawner for one server. It renders and validates the
+// server's names, so a configuration that cannot name this server fails
+// here, before any API call; what depends on a start's options
+// (profiles) is checked by Plan, and by Start before its first API call.
+func (f *Factory) New(server naming.Server) (*Spawner, error) {
+	names, err := f.namer.Names(server)
 	if err != nil {
 		return nil, fmt.Errorf("spawner: naming server %q of user %q: %w", server.Servername, server.Username, err)
 	}
-	s := &Spawner{server: server, b: b, names: names, op: make(chan struct{}, 1), done: make(chan struct{})}
-	s.state = State{PodName: names.Pod, Namespace: names.Namespace, DNSName: names.DNS, Port: b.cfg.Port, Version: Version}
+	s := &Spawner{server: server, b: f, names: names, op: make(chan struct{}, 1), done: make(chan struct{})}
+	s.state = State{PodName: names.Pod, Namespace: names.Namespace, DNSName: names.DNS, Port: f.cfg.Port, Version: Version}
 	return s, nil
+}
+
+// ReadyPod is the pod the last Start or Resume found ready, as the
+// shared cache held it then (its resourceVersion says which version);
+// false before any start succeeded. A hub that follows the pod informer
+// itself can skip the version whose readiness Start already reported.
+func (s *Spawner) ReadyPod() (PodRef, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ready, s.ready.UID != ""
 }
 
 // detectNamespace is the hub's namespace when running in a cluster, else
@@ -244,8 +256,10 @@ func (s *Spawner) LoadState(st State) {
 
 // acquire takes the operation slot, waiting at most until ctx ends.
 func (s *Spawner) acquire(ctx context.Context) error {
-	if s.isClosed() {
+	select {
+	case <-s.done:
 		return ErrClosed
+	default:
 	}
 	select {
 	case s.op <- struct{}{}:
@@ -254,20 +268,16 @@ func (s *Spawner) acquire(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("spawner: waiting for the operation in flight on server %q of user %q: %w", s.server.Servername, s.server.Username, context.Cause(ctx))
 	}
-	if s.isClosed() {
+	select {
+	case <-s.done:
 		<-s.op
 		return ErrClosed
+	default:
 	}
 	return nil
 }
 
 func (s *Spawner) release() { <-s.op }
-
-func (s *Spawner) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
 
 // Close ends the Spawner for good: a Start or Resume in flight is
 // cancelled (with ErrClosed as its cause: its pod is deleted, as for any
@@ -288,17 +298,17 @@ func (s *Spawner) Close() {
 	// Wait for the operation in flight, which ends soon once cancelled.
 	s.op <- struct{}{}
 	s.mu.Lock()
-	pods, events := s.pods, s.events
-	s.pods, s.events = nil, nil
+	pods, heldPods := s.pods.take()
+	events, heldEvents := s.events.take()
 	s.mu.Unlock()
 	// Released without s.mu: the last release of an informer waits for
 	// its handler, which may be waiting for a lock whose holder takes
 	// s.mu (the Registry's handler calls the Manager's podChanged, which
 	// takes entry locks; runStart holds one while it reads this Spawner).
-	if pods != nil {
+	if heldPods {
 		pods.Release()
 	}
-	if events != nil {
+	if heldEvents {
 		events.Release()
 	}
 }
@@ -307,58 +317,71 @@ func (s *Spawner) Close() {
 // or with enable_user_namespaces on the one informer of all namespaces,
 // so that a hub watches events once, however many users it has.
 func (s *Spawner) eventsHandle(ctx context.Context, ns string) (*reflector.Events, error) {
-	if s.b.cfg.EnableUserNamespaces {
-		ns = metav1.NamespaceAll
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, ErrClosed
-	}
-	if s.events != nil && s.events.Namespace() == ns {
-		defer s.mu.Unlock()
-		return s.events, nil
-	}
-	ev, err := s.b.registry.Events(ctx, ns)
-	if err != nil {
-		s.mu.Unlock()
-		return nil, err
-	}
-	old := s.events
-	s.events = ev
-	s.mu.Unlock()
-	if old != nil {
-		old.Release() // without s.mu, as in Close
-	}
-	return ev, nil
+	return holdOn(ctx, s, &s.events, ns, s.b.registry.Events)
 }
 
 // podsHandle returns the Spawner's hold on the pod informer of ns, or
 // with enable_user_namespaces on the one informer of all namespaces (the
 // Manager's), so that a hub watches pods once, however many users it has.
 func (s *Spawner) podsHandle(ctx context.Context, ns string) (*reflector.Pods, error) {
+	return holdOn(ctx, s, &s.pods, ns, s.b.registry.Pods)
+}
+
+// informer is a Registry handle on the shared informer of one namespace.
+type informer interface {
+	Namespace() string
+	Release()
+}
+
+// hold is a Spawner's hold on a shared informer (guarded by Spawner.mu):
+// kept from first use until Close or a move to another namespace.
+type hold[T informer] struct {
+	h  T
+	ok bool
+}
+
+// current is the held handle when it is of namespace ns.
+func (h *hold[T]) current(ns string) (T, bool) {
+	if h.ok && h.h.Namespace() == ns {
+		return h.h, true
+	}
+	var zero T
+	return zero, false
+}
+
+// take empties the hold, returning what it held.
+func (h *hold[T]) take() (T, bool) {
+	held, ok := h.h, h.ok
+	*h = hold[T]{}
+	return held, ok
+}
+
+// holdOn returns s's hold on the informer of ns (all namespaces with
+// enable_user_namespaces), acquiring it and releasing the one it replaces.
+func holdOn[T informer](ctx context.Context, s *Spawner, h *hold[T], ns string, acquire func(context.Context, string) (T, error)) (T, error) {
+	var zero T
 	if s.b.cfg.EnableUserNamespaces {
 		ns = metav1.NamespaceAll
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, ErrClosed
+		return zero, ErrClosed
 	}
-	if s.pods != nil && s.pods.Namespace() == ns {
-		defer s.mu.Unlock()
-		return s.pods, nil
+	if cur, ok := h.current(ns); ok {
+		s.mu.Unlock()
+		return cur, nil
 	}
-	p, err := s.b.registry.Pods(ctx, ns)
+	got, err := acquire(ctx, ns)
 	if err != nil {
 		s.mu.Unlock()
-		return nil, err
+		return zero, err
 	}
-	old := s.pods
-	s.pods = p
+	old, had := h.take()
+	h.h, h.ok = got, true
 	s.mu.Unlock()
-	if old != nil {
+	if had {
 		old.Release() // without s.mu, as in Close
 	}
-	return p, nil
+	return got, nil
 }

@@ -1,9 +1,10 @@
-package spawner
+package manager
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spawnkit/spawnkit/spawner"
 	"net/http"
 	"slices"
 	"sort"
@@ -28,7 +29,7 @@ import (
 
 // runManager starts a manager and returns it with a function that shuts
 // it down gracefully and waits for it.
-func runManager(t *testing.T, opts ManagerOptions) (*Manager, func()) {
+func runManager(t *testing.T, opts Options) (*Manager, func()) {
 	t.Helper()
 	if opts.Client == nil {
 		opts.Client = cluster.Client
@@ -36,7 +37,7 @@ func runManager(t *testing.T, opts ManagerOptions) (*Manager, func()) {
 	if opts.Registry == nil {
 		opts.Registry = sharedRegistry(t)
 	}
-	m, err := NewManager(opts)
+	m, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func runManager(t *testing.T, opts ManagerOptions) (*Manager, func()) {
 }
 
 // waitStatus follows the Manager's Watch until cond holds for s.
-func waitStatus(t *testing.T, m *Manager, s naming.Server, what string, cond func(ServerStatus) bool) ServerStatus {
+func waitStatus(t *testing.T, m *Manager, s naming.Server, what string, cond func(Status) bool) Status {
 	t.Helper()
 	ctx := ctxTimeout(t, 45*time.Second)
 	w := m.Watch(ctx)
@@ -91,8 +92,8 @@ func waitPod(t *testing.T, ctx context.Context, m *Manager, s naming.Server) *co
 	return pod
 }
 
-func phaseIs(p Phase) func(ServerStatus) bool {
-	return func(st ServerStatus) bool { return st.Phase == p }
+func phaseIs(p Phase) func(Status) bool {
+	return func(st Status) bool { return st.Phase == p }
 }
 
 // setPodStatus changes a pod's status as a kubelet would.
@@ -140,7 +141,7 @@ func exitWith(code int32, reason string) func(*corev1.Pod) {
 
 func TestManagerSpawnIsIdempotentAndStreamsEvents(t *testing.T) {
 	ns := newNamespace(t)
-	m, _ := runManager(t, ManagerOptions{Config: baseConfig(ns)})
+	m, _ := runManager(t, Options{Config: baseConfig(ns)})
 	ctx := ctxTimeout(t, 60*time.Second)
 	if l := m.List(); l == nil || len(l) != 0 {
 		t.Fatalf("List of an empty manager = %#v, want []", l)
@@ -149,7 +150,7 @@ func TestManagerSpawnIsIdempotentAndStreamsEvents(t *testing.T) {
 	if _, err := m.Status(alice); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Status of an unknown server = %v", err)
 	}
-	if _, err := m.Stop(ctx, alice, StopOptions{}); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Stop(ctx, alice, spawner.StopOptions{}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Stop of an unknown server = %v", err)
 	}
 	if _, err := m.Events(ctx, alice); !errors.Is(err, ErrNotFound) {
@@ -164,7 +165,7 @@ func TestManagerSpawnIsIdempotentAndStreamsEvents(t *testing.T) {
 	}
 	// Several readers each get the whole stream.
 	var wg sync.WaitGroup
-	finals := make([]ProgressEvent, 3)
+	finals := make([]spawner.ProgressEvent, 3)
 	for i := range finals {
 		ch, err := m.Events(ctx, alice)
 		if err != nil {
@@ -207,7 +208,7 @@ func TestManagerSpawnIsIdempotentAndStreamsEvents(t *testing.T) {
 	if err != nil || polled.Phase != PhaseRunning || polled.ExitCode != nil {
 		t.Errorf("Poll = %+v, %v", polled, err)
 	}
-	stopped, err := m.Stop(ctx, alice, StopOptions{Now: true})
+	stopped, err := m.Stop(ctx, alice, spawner.StopOptions{Now: true})
 	if err != nil || stopped.Phase != PhaseStopped {
 		t.Fatalf("Stop = %+v, %v", stopped, err)
 	}
@@ -217,7 +218,7 @@ func TestManagerSpawnIsIdempotentAndStreamsEvents(t *testing.T) {
 	if polled, err := m.Poll(ctx, alice); err != nil || polled.Phase != PhaseStopped {
 		t.Errorf("Poll after Stop = %+v, %v", polled, err)
 	}
-	if _, err := m.Stop(ctx, alice, StopOptions{}); err != nil {
+	if _, err := m.Stop(ctx, alice, spawner.StopOptions{}); err != nil {
 		t.Errorf("Stop of a stopped server = %v", err)
 	}
 }
@@ -226,7 +227,7 @@ func TestManagerStopCancelsAStart(t *testing.T) {
 	ns := newNamespace(t)
 	cfg := baseConfig(ns)
 	cfg.ExtraAnnotations = map[string]string{"testcluster.spawnkit.dev/behavior": "never-ready"}
-	m, _ := runManager(t, ManagerOptions{Config: cfg})
+	m, _ := runManager(t, Options{Config: cfg})
 	ctx := ctxTimeout(t, 60*time.Second)
 	s := naming.Server{Username: "m-hung"}
 	if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
@@ -242,7 +243,7 @@ func TestManagerStopCancelsAStart(t *testing.T) {
 		}
 	}
 	begin := time.Now()
-	st, err := m.Stop(ctx, s, StopOptions{})
+	st, err := m.Stop(ctx, s, spawner.StopOptions{})
 	if err != nil || st.Phase != PhaseStopped {
 		t.Fatalf("Stop of a starting server = %+v, %v", st, err)
 	}
@@ -257,7 +258,7 @@ func TestManagerStopCancelsAStart(t *testing.T) {
 // the end state is consistent with the cluster.
 func TestManagerHammerOneServer(t *testing.T) {
 	ns := newNamespace(t)
-	m, _ := runManager(t, ManagerOptions{Config: baseConfig(ns)})
+	m, _ := runManager(t, Options{Config: baseConfig(ns)})
 	ctx := ctxTimeout(t, 120*time.Second)
 	s := naming.Server{Username: "m-hammer"}
 	var wg sync.WaitGroup
@@ -273,7 +274,7 @@ func TestManagerHammerOneServer(t *testing.T) {
 						t.Errorf("Spawn: %v", err)
 					}
 				case 1:
-					if _, err := m.Stop(ctx, s, StopOptions{Now: true}); err == nil {
+					if _, err := m.Stop(ctx, s, spawner.StopOptions{Now: true}); err == nil {
 						stops.Add(1)
 					} else if !errors.Is(err, ErrNotFound) {
 						t.Errorf("Stop: %v", err)
@@ -292,7 +293,7 @@ func TestManagerHammerOneServer(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d starts began, %d stops returned", spawns.Load(), stops.Load())
 	// Settle: the last word is a Stop; then nothing may run.
-	if _, err := m.Stop(ctx, s, StopOptions{Now: true}); err != nil && !errors.Is(err, ErrNotFound) {
+	if _, err := m.Stop(ctx, s, spawner.StopOptions{Now: true}); err != nil && !errors.Is(err, ErrNotFound) {
 		t.Fatal(err)
 	}
 	if st, err := m.Status(s); err == nil && st.Phase != PhaseStopped {
@@ -309,28 +310,28 @@ func TestManagerHammerOneServer(t *testing.T) {
 
 func TestManagerSeesExitsEvictionsOOMAndDeletes(t *testing.T) {
 	ns := newNamespace(t)
-	m, _ := runManager(t, ManagerOptions{Config: baseConfig(ns)})
+	m, _ := runManager(t, Options{Config: baseConfig(ns)})
 	ctx := ctxTimeout(t, 120*time.Second)
 	type kase struct {
 		name   string
 		do     func(pod string)
-		reason string
+		reason spawner.Reason
 		code   int
 	}
 	cases := []kase{
-		{"exit code 3", func(pod string) { setPodStatus(t, ctx, ns, pod, exitWith(3, "Error")) }, ReasonExited, 3},
-		{"OOM killed", func(pod string) { setPodStatus(t, ctx, ns, pod, exitWith(137, "OOMKilled")) }, ReasonOOMKilled, 137},
+		{"exit code 3", func(pod string) { setPodStatus(t, ctx, ns, pod, exitWith(3, "Error")) }, spawner.ReasonExited, 3},
+		{"OOM killed", func(pod string) { setPodStatus(t, ctx, ns, pod, exitWith(137, "OOMKilled")) }, spawner.ReasonOOMKilled, 137},
 		{"evicted", func(pod string) {
 			setPodStatus(t, ctx, ns, pod, func(p *corev1.Pod) {
 				exitWith(137, "Error")(p)
 				p.Status.Reason, p.Status.Message = "Evicted", "The node was low on resource: memory."
 			})
-		}, ReasonEvicted, 137},
+		}, spawner.ReasonEvicted, 137},
 		{"deleted outside the hub", func(pod string) {
 			if err := cluster.Client.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 				t.Fatal(err)
 			}
-		}, ReasonPodDeleted, 1},
+		}, spawner.ReasonPodDeleted, 1},
 	}
 	var latencies []time.Duration
 	for round := range 3 {
@@ -343,7 +344,7 @@ func TestManagerSeesExitsEvictionsOOMAndDeletes(t *testing.T) {
 			w := m.Watch(ctx)
 			begin := time.Now()
 			tc.do(st.State.PodName)
-			var got ServerStatus
+			var got Status
 			for got = range w {
 				if got.User == s.Username && got.Phase != PhaseRunning {
 					break
@@ -392,7 +393,7 @@ func TestManagerNeverRelistsInSteadyState(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := kubernetes.NewForConfigOrDie(cfg)
-	m, _ := runManager(t, ManagerOptions{Client: client, Registry: reg, Config: baseConfig(ns), ResyncInterval: 100 * time.Millisecond})
+	m, _ := runManager(t, Options{Client: client, Registry: reg, Config: baseConfig(ns), ResyncInterval: 100 * time.Millisecond})
 	ctx := ctxTimeout(t, 60*time.Second)
 	s := naming.Server{Username: "m-steady"}
 	if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
@@ -412,7 +413,7 @@ func TestManagerNeverRelistsInSteadyState(t *testing.T) {
 
 func TestManagerGracefulShutdownThenRecovery(t *testing.T) {
 	ns := newNamespace(t)
-	cfg, err := LoadConfig([]byte(fmt.Sprintf(`
+	cfg, err := spawner.LoadConfig([]byte(fmt.Sprintf(`
 namespace: %s
 image: quay.io/jupyter/base-notebook:2024-01-01
 profile_list:
@@ -431,7 +432,7 @@ profile_list:
 		t.Fatal(err)
 	}
 	ctx := ctxTimeout(t, 120*time.Second)
-	m1, stop1 := runManager(t, ManagerOptions{Config: cfg})
+	m1, stop1 := runManager(t, Options{Config: cfg})
 	var servers []naming.Server
 	for i := range 20 {
 		s := naming.Server{Username: fmt.Sprintf("m-rec-%02d", i)}
@@ -440,7 +441,7 @@ profile_list:
 		case i < 6:
 			opts.UserOptions["profile"] = "slow"
 		case i == 6:
-			opts.SSL = &SSL{Key: []byte("K"), Cert: []byte("C")}
+			opts.SSL = &spawner.SSL{Key: []byte("K"), Cert: []byte("C")}
 		case i == 7:
 			opts.UserOptions["profile"] = "port"
 		}
@@ -449,7 +450,7 @@ profile_list:
 		}
 		servers = append(servers, s)
 	}
-	before := map[string]ServerStatus{}
+	before := map[string]Status{}
 	for i, s := range servers {
 		if i < 6 {
 			waitPod(t, ctx, m1, s)
@@ -485,7 +486,7 @@ profile_list:
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	m2, _ := runManager(t, ManagerOptions{Config: cfg, Registry: fresh})
+	m2, _ := runManager(t, Options{Config: cfg, Registry: fresh})
 	t.Logf("recovery of 20 servers: %s", time.Since(begin).Round(time.Millisecond))
 	for i, s := range servers {
 		st, err := m2.Status(s)
@@ -529,7 +530,7 @@ func TestManagerLeaderFailoverMidSpawn(t *testing.T) {
 		return &LeaderElection{Name: "spawnkit-test", Identity: id, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
 	}
 	ctx := ctxTimeout(t, 90*time.Second)
-	a, stopA := runManager(t, ManagerOptions{Config: cfg, LeaderElection: le("a")})
+	a, stopA := runManager(t, Options{Config: cfg, LeaderElection: le("a")})
 	deadline := time.Now().Add(20 * time.Second)
 	for !a.Leading() && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
@@ -541,7 +542,7 @@ func TestManagerLeaderFailoverMidSpawn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := runManager(t, ManagerOptions{Config: cfg, Registry: reg2, LeaderElection: le("b")})
+	b, _ := runManager(t, Options{Config: cfg, Registry: reg2, LeaderElection: le("b")})
 	s := naming.Server{Username: "m-failover"}
 	if _, _, err := b.Spawn(ctx, s, SpawnOptions{}); !errors.Is(err, ErrNotLeader) {
 		t.Errorf("Spawn on the standby = %v; want ErrNotLeader", err)
@@ -575,7 +576,7 @@ func TestManagerLeaderFailoverMidSpawn(t *testing.T) {
 func TestManagerMetrics(t *testing.T) {
 	ns := newNamespace(t)
 	reg := prometheus.NewRegistry()
-	m, _ := runManager(t, ManagerOptions{Config: baseConfig(ns), Registerer: reg})
+	m, _ := runManager(t, Options{Config: baseConfig(ns), Registerer: reg})
 	ctx := ctxTimeout(t, 60*time.Second)
 	s := naming.Server{Username: "m-metrics"}
 	if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
@@ -605,7 +606,7 @@ func TestManagerMetrics(t *testing.T) {
 }
 
 func TestManagerNotRunning(t *testing.T) {
-	m, err := NewManager(ManagerOptions{Client: cluster.Client, Registry: sharedRegistry(t), Config: baseConfig("default")})
+	m, err := New(Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: baseConfig("default")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -621,7 +622,7 @@ func TestManagerNotRunning(t *testing.T) {
 
 func TestManagerForgetsStoppedServersAfterRetention(t *testing.T) {
 	ns := newNamespace(t)
-	m, _ := runManager(t, ManagerOptions{Config: baseConfig(ns), Retention: 200 * time.Millisecond, ResyncInterval: 100 * time.Millisecond})
+	m, _ := runManager(t, Options{Config: baseConfig(ns), Retention: 200 * time.Millisecond, ResyncInterval: 100 * time.Millisecond})
 	ctx := ctxTimeout(t, 60*time.Second)
 	s := naming.Server{Username: "m-retained"}
 	if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
@@ -632,7 +633,7 @@ func TestManagerForgetsStoppedServersAfterRetention(t *testing.T) {
 	if _, err := m.Status(s); err != nil {
 		t.Fatalf("a running server was forgotten: %v", err)
 	}
-	if _, err := m.Stop(ctx, s, StopOptions{Now: true}); err != nil {
+	if _, err := m.Stop(ctx, s, spawner.StopOptions{Now: true}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -657,7 +658,7 @@ func TestManagerSeedsAndThePodRecordWins(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := ctxTimeout(t, 60*time.Second)
 	cfg := baseConfig(ns)
-	m1, stop1 := runManager(t, ManagerOptions{Config: cfg})
+	m1, stop1 := runManager(t, Options{Config: cfg})
 	running := naming.Server{Username: "m-seed-running"}
 	if _, _, err := m1.Spawn(ctx, running, SpawnOptions{}); err != nil {
 		t.Fatal(err)
@@ -666,9 +667,9 @@ func TestManagerSeedsAndThePodRecordWins(t *testing.T) {
 	stop1()
 
 	stopped := naming.Server{Username: "m-seed-stopped"}
-	m2, _ := runManager(t, ManagerOptions{Config: cfg, Registry: newRegistry(t), Seed: []Seed{
-		{Server: stopped, State: State{PodName: "jupyter-from-the-hub-db", Namespace: ns, PVCName: "claim-kept"}},
-		{Server: running, State: State{PodName: "jupyter-stale-name", Namespace: ns, Port: 1234}},
+	m2, _ := runManager(t, Options{Config: cfg, Registry: newRegistry(t), Seed: []Seed{
+		{Server: stopped, State: spawner.State{PodName: "jupyter-from-the-hub-db", Namespace: ns, PVCName: "claim-kept"}},
+		{Server: running, State: spawner.State{PodName: "jupyter-stale-name", Namespace: ns, Port: 1234}},
 	}})
 	st, err := m2.Status(running)
 	if err != nil || st.Phase != PhaseRunning || st.URL != want.URL || st.State.PodName != want.State.PodName {
@@ -711,7 +712,7 @@ func TestManagerReportsAFailureBeforeDeletingThePod(t *testing.T) {
 			return rt.RoundTrip(r)
 		})
 	}
-	m, _ := runManager(t, ManagerOptions{Client: kubernetes.NewForConfigOrDie(cfg), Config: baseConfig(ns)})
+	m, _ := runManager(t, Options{Client: kubernetes.NewForConfigOrDie(cfg), Config: baseConfig(ns)})
 	ctx := ctxTimeout(t, 60*time.Second)
 	s := naming.Server{Username: "m-fail-first"}
 	if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
@@ -720,7 +721,7 @@ func TestManagerReportsAFailureBeforeDeletingThePod(t *testing.T) {
 	st := waitStatus(t, m, s, "running", phaseIs(PhaseRunning))
 	w := m.Watch(ctx)
 	setPodStatus(t, ctx, ns, st.State.PodName, exitWith(3, "Error"))
-	var got ServerStatus
+	var got Status
 	for got = range w {
 		if got.User == s.Username && got.Phase != PhaseRunning {
 			break
@@ -757,7 +758,7 @@ func TestManagerSeesAnExitAtTheEndOfAStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pods.Release()
-	hooks := Hooks{PodURL: func(s *Spawner, pod *reflector.Pod, url string) string {
+	hooks := spawner.Hooks{PodURL: func(s *spawner.Spawner, pod *reflector.Pod, url string) string {
 		// The hook runs in the start's goroutine: errors, not t.Fatal.
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			p, err := cluster.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
@@ -780,7 +781,7 @@ func TestManagerSeesAnExitAtTheEndOfAStart(t *testing.T) {
 		}
 		return url
 	}}
-	m, _ := runManager(t, ManagerOptions{Config: baseConfig(ns), Hooks: hooks, ResyncInterval: time.Hour})
+	m, _ := runManager(t, Options{Config: baseConfig(ns), Hooks: hooks, ResyncInterval: time.Hour})
 	s := naming.Server{Username: "exits-at-the-end"}
 	w := m.Watch(ctx)
 	if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
@@ -796,8 +797,8 @@ func TestManagerSeesAnExitAtTheEndOfAStart(t *testing.T) {
 			}
 			phases = append(phases, st.Phase)
 			if st.Phase == PhaseFailed {
-				if st.Reason != ReasonExited || st.ExitCode == nil || *st.ExitCode != 3 {
-					t.Errorf("failed with %+v; want reason %s, exit code 3", st, ReasonExited)
+				if st.Reason != spawner.ReasonExited || st.ExitCode == nil || *st.ExitCode != 3 {
+					t.Errorf("failed with %+v; want reason %s, exit code 3", st, spawner.ReasonExited)
 				}
 				return
 			}
@@ -813,7 +814,7 @@ func TestManagerSeesAnExitAtTheEndOfAStart(t *testing.T) {
 // version still is reconciled (TestManagerSeesAnExitAtTheEndOfAStart).
 func TestManagerSpawnCostsNoReconcile(t *testing.T) {
 	ns := newNamespace(t)
-	m, _ := runManager(t, ManagerOptions{Config: baseConfig(ns), ResyncInterval: time.Hour})
+	m, _ := runManager(t, Options{Config: baseConfig(ns), ResyncInterval: time.Hour})
 	ctx := ctxTimeout(t, 60*time.Second)
 	servers := make([]naming.Server, 5)
 	for i := range servers {
@@ -823,7 +824,7 @@ func TestManagerSpawnCostsNoReconcile(t *testing.T) {
 		}
 	}
 	for _, s := range servers {
-		waitStatus(t, m, s, "running", func(st ServerStatus) bool { return st.Phase == PhaseRunning })
+		waitStatus(t, m, s, "running", func(st Status) bool { return st.Phase == PhaseRunning })
 	}
 	time.Sleep(time.Second) // the ready versions' notifications have come by
 	if n := m.reconciles.Load(); n != 0 {
@@ -833,7 +834,7 @@ func TestManagerSpawnCostsNoReconcile(t *testing.T) {
 	if err := cluster.Client.CoreV1().Pods(ns).Delete(ctx, mustPodName(t, m, servers[0]), metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
-	waitStatus(t, m, servers[0], "failed or stopped after its pod was deleted", func(st ServerStatus) bool {
+	waitStatus(t, m, servers[0], "failed or stopped after its pod was deleted", func(st Status) bool {
 		return st.Phase == PhaseFailed || st.Phase == PhaseStopped
 	})
 	if m.reconciles.Load() == 0 {

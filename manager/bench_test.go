@@ -1,8 +1,9 @@
-package spawner
+package manager
 
 import (
 	"context"
 	"fmt"
+	"github.com/spawnkit/spawnkit/spawner"
 	"os"
 	"runtime"
 	"strconv"
@@ -57,7 +58,7 @@ func BenchmarkManagerRecovery(b *testing.B) {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		m, err := NewManager(ManagerOptions{Client: client, Registry: reg, Config: cfg})
+		m, err := New(Options{Client: client, Registry: reg, Config: cfg})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -98,7 +99,7 @@ func BenchmarkManagerRecovery(b *testing.B) {
 
 // createPods makes n pods the way Start would, on a node no kubelet
 // serves, and marks them Running and Ready.
-func createPods(b *testing.B, ctx context.Context, client kubernetes.Interface, cfg Config, n int) {
+func createPods(b *testing.B, ctx context.Context, client kubernetes.Interface, cfg spawner.Config, n int) {
 	b.Helper()
 	begin := time.Now()
 	// The node exists (so the pod garbage collector leaves its pods
@@ -115,7 +116,7 @@ func createPods(b *testing.B, ctx context.Context, client kubernetes.Interface, 
 		wg.Go(func() {
 			for i := range work {
 				srv := naming.Server{Username: fmt.Sprintf("rec%05d", i)}
-				o, err := Plan(ctx, srv, cfg, StartOptions{})
+				o, err := spawner.Plan(ctx, srv, cfg, spawner.StartOptions{})
 				if err == nil {
 					o.Pod.Spec.NodeName = "no-kubelet-here"
 					var p *corev1.Pod

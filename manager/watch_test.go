@@ -1,4 +1,4 @@
-package spawner
+package manager
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func TestWatchNeverBlocksAndKeepsOrder(t *testing.T) {
 	go func() {
 		defer close(sent)
 		for i := range n {
-			m.notify(ServerStatus{User: fmt.Sprintf("u%03d", i)})
+			m.notify(Status{User: fmt.Sprintf("u%03d", i)})
 		}
 	}()
 	select {
@@ -63,14 +63,14 @@ func TestWatchEndsWithItsContext(t *testing.T) {
 	m := &Manager{watchers: map[*watcher]struct{}{}}
 	ctx, cancel := context.WithCancel(t.Context())
 	w := m.Watch(ctx)
-	m.notify(ServerStatus{User: "before"})
+	m.notify(Status{User: "before"})
 	if st := <-w; st.User != "before" {
 		t.Fatalf("read %q", st.User)
 	}
 	cancel()
 	deadline := time.After(30 * time.Second)
 	for open := true; open; {
-		m.notify(ServerStatus{User: "after"}) // must not panic on the closed channel
+		m.notify(Status{User: "after"}) // must not panic on the closed channel
 		select {
 		case _, open = <-w:
 		case <-deadline:
@@ -78,7 +78,7 @@ func TestWatchEndsWithItsContext(t *testing.T) {
 		}
 	}
 	for range 3 * watchBuffer {
-		m.notify(ServerStatus{User: "later"})
+		m.notify(Status{User: "later"})
 	}
 	m.mu.Lock()
 	left := len(m.watchers)

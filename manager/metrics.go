@@ -1,20 +1,22 @@
-package spawner
+package manager
 
 import (
 	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spawnkit/spawnkit/spawner"
 )
 
-// The Manager's metrics (with ManagerOptions.Registerer):
+// The Manager's metrics (with Options.Registerer):
 //
 //	spawnkit_manager_spawn_duration_seconds{kind,outcome}  histogram: start/resume to ready or failure
 //	spawnkit_manager_failures_total{reason}                  starts that failed and servers that exited, by reason
 //	spawnkit_manager_servers{phase}                         servers by phase
 //	spawnkit_manager_spawns_in_flight                       starts running or queued
 //	spawnkit_manager_queue_depth{queue}                     "reconcile": the workqueue; "start": starts waiting for a slot
-type managerMetrics struct {
+type metrics struct {
 	m              *Manager
 	spawnDuration  *prometheus.HistogramVec
 	failures       *prometheus.CounterVec
@@ -23,8 +25,8 @@ type managerMetrics struct {
 	queueDepth     *prometheus.Desc
 }
 
-func newManagerMetrics(m *Manager) *managerMetrics {
-	return &managerMetrics{
+func newMetrics(m *Manager) *metrics {
+	return &metrics{
 		m: m,
 		spawnDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "spawnkit_manager_spawn_duration_seconds",
@@ -44,7 +46,7 @@ func newManagerMetrics(m *Manager) *managerMetrics {
 	}
 }
 
-func (mm *managerMetrics) register(r prometheus.Registerer) error {
+func (mm *metrics) register(r prometheus.Registerer) error {
 	var errs []error
 	for _, c := range []prometheus.Collector{mm.spawnDuration, mm.failures, mm.spawnsInFlight, mm} {
 		errs = append(errs, r.Register(c))
@@ -52,21 +54,21 @@ func (mm *managerMetrics) register(r prometheus.Registerer) error {
 	return errors.Join(errs...)
 }
 
-func (mm *managerMetrics) observeSpawn(kind, outcome, reason string, d time.Duration) {
-	mm.spawnDuration.WithLabelValues(kind, outcome).Observe(d.Seconds())
-	if outcome == "failed" && reason != ReasonDetached {
-		mm.failures.WithLabelValues(reason).Inc()
+func (mm *metrics) observeSpawn(kind opKind, outcome string, reason spawner.Reason, d time.Duration) {
+	mm.spawnDuration.WithLabelValues(string(kind), outcome).Observe(d.Seconds())
+	if outcome == "failed" && reason != spawner.ReasonDetached {
+		mm.failures.WithLabelValues(string(reason)).Inc()
 	}
 }
 
 // Describe and Collect make the phase and queue gauges, computed at
 // scrape time.
-func (mm *managerMetrics) Describe(ch chan<- *prometheus.Desc) {
+func (mm *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- mm.servers
 	ch <- mm.queueDepth
 }
 
-func (mm *managerMetrics) Collect(ch chan<- prometheus.Metric) {
+func (mm *metrics) Collect(ch chan<- prometheus.Metric) {
 	counts := map[Phase]int{PhaseStopped: 0, PhaseStarting: 0, PhaseRunning: 0, PhaseStopping: 0, PhaseFailed: 0}
 	for _, st := range mm.m.List() {
 		counts[st.Phase]++

@@ -1,0 +1,256 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
+	"github.com/spawnkit/spawnkit/spawner"
+)
+
+// SpawnOptions are what a hub passes for one start; they become the
+// start's spawner.StartOptions.
+type SpawnOptions struct {
+	// UserOptions select a profile and its options (see
+	// spawner.Config.Resolve).
+	UserOptions map[string]string
+	// Env is what the hub's single-user server needs (API token, URLs).
+	Env []corev1.EnvVar
+	// Cmd replaces the configuration's cmd when not nil; Args are
+	// appended to it.
+	Cmd, Args []string
+	// SSL turns on internal SSL for this start.
+	SSL *spawner.SSL
+	// UserID is the hub's id of the user. Default: the server's UserID.
+	UserID int64
+	// HubNamespace is the namespace the hub runs in (the source of
+	// {hubnamespace}); HubVersion, when set, is written as the
+	// hub.jupyter.org/jupyterhub-version annotation. See
+	// spawner.StartOptions.
+	HubNamespace, HubVersion string
+}
+
+func (o *SpawnOptions) startOptions(s naming.Server) spawner.StartOptions {
+	sopts := spawner.StartOptions{UserOptions: o.UserOptions, Env: o.Env, Cmd: o.Cmd, Args: o.Args, SSL: o.SSL,
+		UserID: o.UserID, HubNamespace: o.HubNamespace, HubVersion: o.HubVersion}
+	if sopts.UserID == 0 {
+		sopts.UserID = s.UserID
+	}
+	return sopts
+}
+
+// Spawn starts a server in the background and returns at once with its
+// status; Events follows the start and Watch or Status report its
+// outcome. A server that is already starting or running is not touched:
+// Spawn returns its status and started false. A server that is stopping,
+// or that DeleteForever is deleting, is ErrBusy. Bad user options fail
+// here (a *spawner.StartError at step plan wrapping the
+// *spawner.ProfileError), before anything is created and before the
+// Manager knows the server. The start outlives ctx and ends with the
+// Manager's term (detached, for the next leader to resume) or with Stop.
+func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions) (Status, bool, error) {
+	if err := m.waitLeading(ctx); err != nil {
+		return Status{}, false, err
+	}
+	known := m.lookup(s)
+	if known != nil {
+		if st := m.statusOf(known); st.Phase == PhaseStarting || st.Phase == PhaseRunning {
+			return st, false, nil
+		}
+	}
+
+	// Plan: the start's objects, rendered by the server's Spawner (the
+	// entry's, or a new one that becomes the entry's).
+	sp, fresh := (*spawner.Spawner)(nil), (*spawner.Spawner)(nil)
+	if known != nil {
+		sp = known.sp
+	} else {
+		var err error
+		if sp, err = m.factory.New(s); err != nil {
+			return Status{}, false, err
+		}
+		fresh = sp
+	}
+	sopts := opts.startOptions(s)
+	plan, err := sp.Plan(ctx, sopts)
+	if err != nil {
+		return Status{}, false, &spawner.StartError{Server: s, Step: spawner.StepPlan, Reason: spawner.ReasonInvalid, Err: err}
+	}
+	sopts.Plan = plan
+
+	// Entry: the server's state machine, locked from here to the start.
+	e, err := m.lockedEntry(s, fresh)
+	if err != nil {
+		return Status{}, false, err
+	}
+	defer e.mu.Unlock()
+	switch e.status.Phase {
+	case PhaseStarting, PhaseRunning:
+		return e.status, false, nil
+	case PhaseStopping:
+		return e.status, false, fmt.Errorf("%w: server %q of user %q is stopping", ErrBusy, s.Servername, s.Username)
+	}
+	if e.op != nil {
+		return e.status, false, fmt.Errorf("%w: server %q of user %q is being deleted", ErrBusy, s.Servername, s.Username)
+	}
+
+	// Start: in the background, on the entry's Spawner (Start renders
+	// again only if the plan was made by another Spawner whose names in
+	// use differ).
+	op, opCtx := m.beginOpLocked(ctx, e, opStart)
+	if op == nil {
+		return Status{}, false, ErrNotLeader
+	}
+	now := m.opts.Clock.Now()
+	e.status.StartedAt, e.status.ReadyAt, e.status.ExitCode = &now, nil, nil
+	e.status.URL, e.status.Reason, e.status.Message = "", "", ""
+	e.stream = spawner.NewStream()
+	m.setPhaseLocked(e, PhaseStarting)
+	sopts.Progress = e.stream
+	stream, esp := e.stream, e.sp
+	m.metrics.spawnsInFlight.Inc()
+	go m.runStart(opCtx, e, op, esp, stream, func(ctx context.Context) (string, error) {
+		if err := m.takeSlot(ctx, e, stream); err != nil {
+			reason := spawner.ReasonCancelled
+			if errors.Is(err, spawner.ErrDetach) {
+				reason = spawner.ReasonDetached
+			}
+			return "", &spawner.StartError{Server: s, Step: spawner.StepPlan, Reason: reason, Err: err}
+		}
+		defer m.giveSlot()
+		o := sopts
+		sopts.Plan = nil // the start owns the plan now
+		return esp.Start(ctx, o)
+	})
+	return e.status, true, nil
+}
+
+// runStart runs a start or resume and applies its outcome. It owns the
+// operation and ends it.
+func (m *Manager) runStart(ctx context.Context, e *entry, op *operation, sp *spawner.Spawner, stream *spawner.Stream, do func(ctx context.Context) (string, error)) {
+	defer m.endOp(op)
+	// podChanged skipped the pod's changes while the start ran: the
+	// server is reconciled from the cache once it has ended (after the
+	// phase below is set and the operation is gone), unless it succeeded
+	// and the cache still holds the very version it found ready
+	// (settled). Not a detached start (the Manager is shutting down or
+	// lost its lease): its pod is the next leader's to follow and judge.
+	detached, settled := false, false
+	defer func() {
+		if !detached && !settled {
+			m.enqueue(e.key)
+		}
+	}()
+	began := m.opts.Clock.Now()
+	url, err := do(ctx)
+	if op.kind == opStart {
+		m.metrics.spawnsInFlight.Dec()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.op == op {
+		e.op = nil
+	}
+	if err == nil && e.status.Phase == PhaseStopping {
+		// The start succeeded just as Stop cancelled it: Stop owns the
+		// phase and is deleting the pod; stopping never goes back to
+		// running.
+		m.metrics.observeSpawn(op.kind, "failed", spawner.ReasonCancelled, m.opts.Clock.Now().Sub(began))
+		return
+	}
+	if err == nil {
+		now := m.opts.Clock.Now()
+		e.status.URL, e.status.ReadyAt = url, &now
+		m.metrics.observeSpawn(op.kind, "ready", "", now.Sub(began))
+		m.setPhaseLocked(e, PhaseRunning)
+		settled = m.settledLocked(ctx, e, sp)
+		return
+	}
+	var serr *spawner.StartError
+	var reason spawner.Reason
+	if errors.As(err, &serr) {
+		reason = serr.Reason
+	}
+	if errors.Is(err, ErrUnschedulable) {
+		reason = ReasonUnschedulable
+	}
+	m.metrics.observeSpawn(op.kind, "failed", reason, m.opts.Clock.Now().Sub(began))
+	switch {
+	case reason == spawner.ReasonDetached:
+		// The term ended: the pod is left starting for the next leader,
+		// and this replica reports what it knows.
+		detached = true
+		stream.Close()
+		return
+	case e.status.Phase == PhaseStopping:
+		// Stop cancelled the start and now owns the phase.
+		return
+	}
+	e.status.Reason, e.status.Message = reason, err.Error()
+	e.status.ExitCode = intPtr(1)
+	m.setPhaseLocked(e, PhaseFailed)
+}
+
+// settledLocked (e.mu held, the operation just ended) reports whether
+// the informer's store still holds the version of the pod that sp's start
+// or resume found ready, and then records it in e.readyVersion. The store
+// changes before the informer's handler runs, so no later version can
+// have reached podChanged: every later one finds the operation gone and
+// is reconciled, and podChanged lets that version itself pass when its
+// notification comes after this. A start that succeeded thus costs no
+// reconcile; any other outcome is reconciled.
+func (m *Manager) settledLocked(ctx context.Context, e *entry, sp *spawner.Spawner) bool {
+	ready, ok := sp.ReadyPod()
+	if !ok || m.pods == nil {
+		return false
+	}
+	// Operations begin only once the Manager is ready (its informer has
+	// synced), so this read never waits under e.mu; the operation's
+	// context has ended by now, its values are all it gives.
+	pod, ok, err := m.pods.GetByKey(context.WithoutCancel(ctx), reflector.PodKey(ready.Namespace, ready.Name))
+	if err != nil || !ok || pod.UID != ready.UID || pod.ResourceVersion != ready.ResourceVersion {
+		return false
+	}
+	e.readyVersion = ready.ResourceVersion
+	return true
+}
+
+// takeSlot waits for a start slot, reporting the queue position.
+func (m *Manager) takeSlot(ctx context.Context, e *entry, stream *spawner.Stream) error {
+	if m.slots == nil {
+		return nil
+	}
+	select {
+	case m.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	m.waitingMu.Lock()
+	m.waiting = append(m.waiting, e)
+	pos := len(m.waiting)
+	m.waitingMu.Unlock()
+	defer func() {
+		m.waitingMu.Lock()
+		m.waiting = slices.DeleteFunc(m.waiting, func(w *entry) bool { return w == e })
+		m.waitingMu.Unlock()
+	}()
+	stream.Publish(spawner.ProgressEvent{Message: fmt.Sprintf("Waiting for a start slot (%d starts in flight; position %d in the queue)", cap(m.slots), pos),
+		Time: m.opts.Clock.Now()})
+	select {
+	case m.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (m *Manager) giveSlot() {
+	if m.slots != nil {
+		<-m.slots
+	}
+}

@@ -1,0 +1,138 @@
+package manager
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/spawner"
+)
+
+// Phase is where a managed server is in the Manager's state machine:
+//
+//	stopped ──Spawn──▶ starting ──ready──▶ running
+//	   ▲                  │ │                 │
+//	   │                  │ └──fails──▶ failed ◀── exits, is evicted,
+//	   │                  │                 │      OOM-killed, deleted
+//	   └──── stopping ◀───┴──Stop───────────┴──── (and from running)
+//
+// Spawn of a starting or running server changes nothing; Stop of a
+// starting server cancels the start first. Every transition happens under
+// the server's lock.
+type Phase string
+
+const (
+	PhaseStopped  Phase = "stopped"
+	PhaseStarting Phase = "starting"
+	PhaseRunning  Phase = "running"
+	PhaseStopping Phase = "stopping"
+	PhaseFailed   Phase = "failed"
+)
+
+// Status is a managed server's state. It is JSON-serialisable.
+type Status struct {
+	User   string `json:"user"`
+	Server string `json:"server"` // "" is the user's default server
+	Phase  Phase  `json:"phase"`
+	URL    string `json:"url,omitempty"`
+	Ready  bool   `json:"ready"`
+	// ExitCode follows KubeSpawner's poll: nil while the server is
+	// starting or running (or stopping), the notebook container's exit
+	// code once it exited, 1 when its pod is gone.
+	ExitCode  *int       `json:"exit_code"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	ReadyAt   *time.Time `json:"ready_at,omitempty"`
+	// Reason and Message say why the server failed or stopped: a
+	// *spawner.StartError's reason (ErrImagePull, Timeout, Cancelled,
+	// ...), an exit's (Exited, OOMKilled, Evicted, PodDeleted, PodEnded),
+	// or Unschedulable, Stopped or StopFailed.
+	Reason  spawner.Reason `json:"reason,omitempty"`
+	Message string         `json:"message,omitempty"`
+	State   spawner.State  `json:"state"`
+}
+
+// ServerOf returns the server a status is about.
+func (st Status) ServerOf() naming.Server {
+	return naming.Server{Username: st.User, Servername: st.Server, UserID: st.State.UserID}
+}
+
+// Status reports one server from the Manager's state (no API call).
+// Unknown servers are ErrNotFound. Before Start has recovered the
+// cluster's servers it returns ErrNotRunning rather than a wrong answer.
+func (m *Manager) Status(s naming.Server) (Status, error) {
+	select {
+	case <-m.ready:
+	default:
+		return Status{}, ErrNotRunning
+	}
+	e := m.lookup(s)
+	if e == nil {
+		return Status{}, notFound(s)
+	}
+	return m.statusOf(e), nil
+}
+
+// Poll checks a server against the cache with KubeSpawner's poll
+// contract (running: ExitCode nil; exited: its code; gone: 1), updates
+// the Manager's state with what it finds, and returns the status. A
+// stopped pod is deleted when delete_stopped_pods is on.
+func (m *Manager) Poll(ctx context.Context, s naming.Server) (Status, error) {
+	if err := m.waitReady(ctx); err != nil {
+		return Status{}, err
+	}
+	e := m.lookup(s)
+	if e == nil {
+		return Status{}, notFound(s)
+	}
+	err := m.observe(ctx, e)
+	return m.statusOf(e), err
+}
+
+// List reports every server the Manager knows, sorted by user and
+// server; never nil.
+func (m *Manager) List() []Status {
+	entries := m.entries()
+	out := make([]Status, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, m.statusOf(e))
+	}
+	slices.SortFunc(out, func(a, b Status) int {
+		if c := strings.Compare(a.User, b.User); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Server, b.Server)
+	})
+	return out
+}
+
+// Events streams the server's current (or last) operation from its
+// beginning, ending with its final event; the channel closes then or
+// when ctx ends. Any number of readers each get the whole stream.
+// Unknown servers are ErrNotFound; a server with no operation yet gives a
+// closed channel.
+func (m *Manager) Events(ctx context.Context, s naming.Server) (<-chan spawner.ProgressEvent, error) {
+	return m.EventsFrom(ctx, s, 0)
+}
+
+// EventsFrom is Events starting after the first n events (to resume a
+// stream a client has read n events of).
+func (m *Manager) EventsFrom(ctx context.Context, s naming.Server, n int) (<-chan spawner.ProgressEvent, error) {
+	if err := m.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	e := m.lookup(s)
+	if e == nil {
+		return nil, notFound(s)
+	}
+	e.mu.Lock()
+	st := e.stream
+	e.mu.Unlock()
+	if st == nil {
+		ch := make(chan spawner.ProgressEvent)
+		close(ch)
+		return ch, nil
+	}
+	return st.Events(ctx, n), nil
+}

@@ -1,0 +1,139 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/spawner"
+)
+
+// Stop stops a server: a start in flight is cancelled (its pod deleted,
+// its stream ends with reason Cancelled), then the pod is deleted and
+// Stop waits, bounded by ctx, until it is gone. Stopping a stopped server
+// is success; a Stop while another Stop runs waits for it. Unknown
+// servers are ErrNotFound. opts.OnProgress, when set, receives the
+// stop's progress, which Events streams too.
+func (m *Manager) Stop(ctx context.Context, s naming.Server, opts spawner.StopOptions) (Status, error) {
+	if err := m.waitLeading(ctx); err != nil {
+		return Status{}, err
+	}
+	e := m.lookup(s)
+	if e == nil {
+		return Status{}, notFound(s)
+	}
+	e.mu.Lock()
+	if e.op != nil && (e.status.Phase == PhaseStopping || e.op.kind == opDelete) {
+		// Another Stop, or DeleteForever of this stopped server: wait.
+		done := e.op.done
+		e.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return m.statusOf(e), context.Cause(ctx)
+		}
+		return m.statusOf(e), nil
+	}
+	prev := e.op
+	op, opCtx := m.beginOpLocked(ctx, e, opStop)
+	if op == nil {
+		e.mu.Unlock()
+		return Status{}, ErrNotLeader
+	}
+	if prev != nil {
+		prev.cancel(spawner.ErrStartCancelled)
+	}
+	stream := spawner.NewStream()
+	e.stream = stream
+	m.setPhaseLocked(e, PhaseStopping)
+	sp := e.sp
+	e.mu.Unlock()
+
+	defer m.endOp(op)
+	// The stop runs on the caller's ctx, and ends too if the term ends
+	// before it does (see lead).
+	stopCtx, stopDone := context.WithCancelCause(ctx)
+	defer stopDone(nil)
+	defer context.AfterFunc(opCtx, func() { stopDone(context.Cause(opCtx)) })()
+	opts.Progress = stream
+	err := sp.Stop(stopCtx, opts)
+	if prev != nil {
+		<-prev.done // the start has cleaned up and returned
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.op == op {
+		e.op = nil
+	}
+	if err != nil {
+		e.status.Reason, e.status.Message = ReasonStopFailed, err.Error()
+		m.setPhaseLocked(e, PhaseFailed)
+		return e.status, err
+	}
+	e.status.URL, e.status.ReadyAt = "", nil
+	e.status.ExitCode = intPtr(1) // as KubeSpawner's poll: no pod
+	e.status.Reason, e.status.Message = ReasonStopped, "stopped by the hub"
+	m.setPhaseLocked(e, PhaseStopped)
+	return e.status, nil
+}
+
+// DeleteForever deletes a stopped server's claim (see
+// spawner.Spawner.DeleteForever) and forgets the server. A server that
+// is not stopped or failed is ErrBusy.
+func (m *Manager) DeleteForever(ctx context.Context, s naming.Server) error {
+	if err := m.waitLeading(ctx); err != nil {
+		return err
+	}
+	e := m.lookup(s)
+	if e == nil {
+		return notFound(s)
+	}
+	e.mu.Lock()
+	if p := e.status.Phase; p != PhaseStopped && p != PhaseFailed || e.op != nil {
+		e.mu.Unlock()
+		return fmt.Errorf("%w: stop server %q of user %q before deleting it", ErrBusy, s.Servername, s.Username)
+	}
+	// The deletion is an operation: a Spawn meanwhile is ErrBusy rather
+	// than a start whose claim is deleted under it, or whose Spawner is
+	// closed when the server is forgotten.
+	op, opCtx := m.beginOpLocked(ctx, e, opDelete)
+	if op == nil {
+		e.mu.Unlock()
+		return ErrNotLeader
+	}
+	sp := e.sp
+	e.mu.Unlock()
+	defer m.endOp(op)
+	delCtx, delDone := context.WithCancelCause(ctx)
+	defer delDone(nil)
+	defer context.AfterFunc(opCtx, func() { delDone(context.Cause(opCtx)) })()
+	err := sp.DeleteForever(delCtx)
+	if err == nil {
+		m.forget(e, true) // before the operation ends: nothing can start on e
+	}
+	e.mu.Lock()
+	if e.op == op {
+		e.op = nil
+	}
+	e.mu.Unlock()
+	return err
+}
+
+// forget removes an entry that is idle (stopped or failed, and with no
+// operation but, for DeleteForever, its own) and closes its Spawner.
+func (m *Manager) forget(e *entry, deleting bool) {
+	e.mu.Lock()
+	busy := e.op != nil && !(deleting && e.op.kind == opDelete)
+	if e.forgotten || busy || (e.status.Phase != PhaseStopped && e.status.Phase != PhaseFailed) {
+		e.mu.Unlock()
+		return
+	}
+	e.forgotten = true
+	m.mu.Lock() // lock order: an entry's lock, then the Manager's
+	if m.servers[e.key] == e {
+		delete(m.servers, e.key)
+	}
+	m.mu.Unlock()
+	e.mu.Unlock()
+	e.sp.Close()
+}
