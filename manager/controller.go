@@ -91,6 +91,14 @@ func (m *Manager) Start(ctx context.Context) error {
 		close(m.ready)
 		return nil // ctx ended before the first sync
 	}
+	if m.lease == nil {
+		// One term for the Manager's life, from recovery on: servers
+		// found starting are resumed as they are recovered, and calls
+		// after ready find it leading.
+		m.mu.Lock()
+		m.leading = true
+		m.mu.Unlock()
+	}
 	m.recover(ctx, log)
 	close(m.ready)
 	for range m.opts.Workers {

@@ -400,15 +400,17 @@ func TestManagerNeverRelistsInSteadyState(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(t, m, s, "running", phaseIs(PhaseRunning))
-	before := lists.Load()
-	time.Sleep(time.Second) // ten resyncs
+	before, resyncs := lists.Load(), m.resyncs.Load()
+	// Ten resync passes (each re-checks every server and every cached
+	// pod), counted as they happen, so a broken resync fails here.
+	eventually(t, 30*time.Second, "ten resyncs", func() bool { return m.resyncs.Load() >= resyncs+10 })
 	if _, err := m.Poll(ctx, s); err != nil {
 		t.Fatal(err)
 	}
 	if n := lists.Load() - before; n != 0 {
-		t.Errorf("%d pod LISTs in one second of steady state with a 100ms resync; want 0", n)
+		t.Errorf("%d pod LISTs in ten resyncs of steady state; want 0", n)
 	}
-	t.Logf("pod LISTs in 1s of steady state (10 resyncs, 1 Poll): %d", lists.Load()-before)
+	t.Logf("pod LISTs in %d resyncs and 1 Poll of steady state: %d", m.resyncs.Load()-resyncs, lists.Load()-before)
 }
 
 func TestManagerGracefulShutdownThenRecovery(t *testing.T) {
