@@ -533,13 +533,7 @@ func TestManagerLeaderFailoverMidSpawn(t *testing.T) {
 	}
 	ctx := ctxTimeout(t, 90*time.Second)
 	a, stopA := runManager(t, Options{Config: cfg, LeaderElection: le("a")})
-	deadline := time.Now().Add(20 * time.Second)
-	for !a.Leading() && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !a.Leading() {
-		t.Fatal("the first replica never led")
-	}
+	eventually(t, 20*time.Second, "the first replica leading", a.Leading)
 	reg2, err := reflector.New(reflector.Options{Config: cluster.Config})
 	if err != nil {
 		t.Fatal(err)
@@ -556,13 +550,14 @@ func TestManagerLeaderFailoverMidSpawn(t *testing.T) {
 	st, _ := a.Status(s)
 	stopA()
 	begin := time.Now()
-	for !b.Leading() {
-		if time.Since(begin) > 10*time.Second {
-			t.Fatal("the standby never took over")
-		}
-		time.Sleep(10 * time.Millisecond)
+	eventually(t, 10*time.Second, "the standby taking over", b.Leading)
+	took := time.Since(begin)
+	t.Logf("the standby took over %s after the leader went", took.Round(time.Millisecond))
+	// A graceful shutdown releases the Lease: the standby need not wait
+	// for it to expire (LeaseDuration, 2s, after the last renewal).
+	if took >= 2*time.Second {
+		t.Errorf("the standby took over %s after a graceful shutdown; want less than the lease duration (2s)", took)
 	}
-	t.Logf("the standby took over %s after the leader went", time.Since(begin).Round(time.Millisecond))
 	waitStatus(t, b, s, "starting on the new leader", phaseIs(PhaseStarting))
 	setPodStatus(t, ctx, ns, st.State.PodName, markReady)
 	waitStatus(t, b, s, "running on the new leader", phaseIs(PhaseRunning))
@@ -631,24 +626,20 @@ func TestManagerForgetsStoppedServersAfterRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(t, m, s, "running", phaseIs(PhaseRunning))
-	time.Sleep(400 * time.Millisecond)
+	// Resyncs past the retention (each forgets what is due) leave a
+	// running server alone.
+	resyncs := m.resyncs.Load()
+	eventually(t, 10*time.Second, "four resyncs", func() bool { return m.resyncs.Load() >= resyncs+4 })
 	if _, err := m.Status(s); err != nil {
 		t.Fatalf("a running server was forgotten: %v", err)
 	}
 	if _, err := m.Stop(ctx, s, spawner.StopOptions{Now: true}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually(t, 10*time.Second, "the stopped server forgotten after its retention", func() bool {
 		_, err := m.Status(s)
-		if errors.Is(err, ErrNotFound) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a stopped server was kept past its retention: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return errors.Is(err, ErrNotFound)
+	})
 	// A forgotten server can be spawned again.
 	if _, started, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil || !started {
 		t.Fatalf("Spawn after being forgotten = %v, %v", started, err)
@@ -828,9 +819,23 @@ func TestManagerSpawnCostsNoReconcile(t *testing.T) {
 	for _, s := range servers {
 		waitStatus(t, m, s, "running", func(st Status) bool { return st.Phase == PhaseRunning })
 	}
-	time.Sleep(time.Second) // the ready versions' notifications have come by
-	if n := m.reconciles.Load(); n != 0 {
-		t.Errorf("%d reconciles after %d spawns, want none", n, len(servers))
+	// The ready versions' notifications have come by once a marker pod
+	// created after them has been reconciled: the informer's handler sees
+	// pod changes in order, and the marker is an unknown server's pod,
+	// which is reconciled (adopted).
+	marker := naming.Server{Username: "no-reconcile-marker"}
+	if _, err := cluster.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "jupyter-marker",
+		Labels:      map[string]string{naming.LabelComponent: naming.DefaultComponent, naming.LabelManagedBy: naming.ManagedBySpawnkit},
+		Annotations: map[string]string{naming.AnnotationUsername: marker.Username}},
+		Spec: corev1.PodSpec{NodeName: "spawnkit-no-kubelet", Containers: []corev1.Container{{Name: "notebook", Image: "i"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the marker pod's server adopted", func() bool {
+		_, err := m.Status(marker)
+		return err == nil
+	})
+	if n := m.reconciles.Load(); n != 1 {
+		t.Errorf("%d reconciles after %d spawns and a marker pod, want 1 (the marker's)", n, len(servers))
 	}
 	// A later change of a pod is reconciled.
 	if err := cluster.Client.CoreV1().Pods(ns).Delete(ctx, mustPodName(t, m, servers[0]), metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
