@@ -272,11 +272,10 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 // withProfile is initCfg with the profile and options opts.UserOptions
 // choose applied, defaulted and validated.
 //
-// It is a function of its own, and configurations travel by pointer,
-// because a Config is 1.5 KB: the copies Resolve and LoadConfig make
-// would otherwise sit in plan's stack frame, and every start's goroutine
-// would grow its stack to 32 KB for them (GC scans and copies stacks), with or
-// without profiles.
+// It is a function of its own, and configurations travel by pointer, so
+// that the copies Resolve makes stay out of plan's stack frame, which a
+// start's goroutine keeps for its whole wait (bench row: client CPU per
+// spawn).
 func withProfile(ctx context.Context, base, initCfg *Config, opts *StartOptions) (*Config, error) {
 	resolved, err := initCfg.Resolve(ctx, opts.UserOptions)
 	if err != nil {
