@@ -13,7 +13,7 @@
 //     spawnkit retries them), then waiting for Ready through a plain pod
 //     informer.
 //   - manager: the same through manager.Manager as a hub drives it
-//     (NewManager, Start, Spawn each server, follow Watch until every
+//     (manager.New, Start, Spawn each server, follow Watch until every
 //     server is running), against the same raw work plus an event
 //     informer on the namespace: the Manager reports each start's
 //     progress, pod events included, so watching them is part of the

@@ -48,7 +48,7 @@ func measureRecovery(ctx context.Context, env *Env, repeats int) ([]Measure, err
 	}
 	probe := benchUser("rec", n-1)
 	m := Measure{
-		Name: fmt.Sprintf("recovery of %s running servers (NewManager+Start vs informer sync+map)", count(len(pods))),
+		Name: fmt.Sprintf("recovery of %s running servers (manager.New+Start vs informer sync+map)", count(len(pods))),
 		Unit: "ms", Better: Lower,
 	}
 	for r := range repeats {
