@@ -65,12 +65,18 @@ func (m *Manager) Leading() bool {
 // are cancelled with ErrShutdown (detached: their pods stay for the next
 // leader), while stops and deletions may finish within stopGrace, and
 // are cancelled after it.
+//
+// A term won by election resyncs first, to resume the servers it found
+// starting as a standby; the one term without LeaderElection begins
+// before recovery, which resumes them.
 func (m *Manager) lead(ctx context.Context, stopGrace time.Duration) {
 	m.mu.Lock()
 	m.leading = true
 	m.mu.Unlock()
 	m.log.Info("leading")
-	m.resync(ctx) // resume servers found starting
+	if m.lease != nil {
+		m.resync(ctx)
+	}
 	<-ctx.Done()
 
 	m.mu.Lock()
