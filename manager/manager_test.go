@@ -857,3 +857,31 @@ func mustPodName(t *testing.T, m *Manager, s naming.Server) string {
 	}
 	return st.State.PodName
 }
+
+// A reader of Events that sees a start's final event finds its outcome in
+// Status at once: the final event comes after the phase change.
+func TestManagerFinalEventAfterThePhase(t *testing.T) {
+	ns := newNamespace(t)
+	m, _ := runManager(t, Options{Config: baseConfig(ns)})
+	ctx := ctxTimeout(t, 90*time.Second)
+	for i := range 10 {
+		s := naming.Server{Username: fmt.Sprintf("final-%d", i)}
+		if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		events, err := m.Events(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last spawner.ProgressEvent
+		for e := range events {
+			last = e
+		}
+		if !last.Ready {
+			t.Fatalf("%s: the stream ended with %+v, want ready", s.Username, last)
+		}
+		if st, err := m.Status(s); err != nil || st.Phase != PhaseRunning || st.URL != last.URL {
+			t.Errorf("%s: Status right after the ready event = %+v, %v; want running at %s", s.Username, st, err, last.URL)
+		}
+	}
+}

@@ -108,7 +108,8 @@ func (m *Manager) List() []Status {
 }
 
 // Events streams the server's current (or last) operation from its
-// beginning, ending with its final event; the channel closes then or
+// beginning, ending with its final event, which comes once the
+// operation's outcome is the server's Status; the channel closes then or
 // when ctx ends. Any number of readers each get the whole stream.
 // Unknown servers are ErrNotFound; a server with no operation yet gives a
 // closed channel.
@@ -128,11 +129,42 @@ func (m *Manager) EventsFrom(ctx context.Context, s naming.Server, n int) (<-cha
 	}
 	e.mu.Lock()
 	st := e.stream
+	var opDone <-chan struct{}
+	if e.op != nil {
+		opDone = e.op.done
+	}
 	e.mu.Unlock()
 	if st == nil {
 		ch := make(chan spawner.ProgressEvent)
 		close(ch)
 		return ch, nil
 	}
-	return st.Events(ctx, n), nil
+	in := st.Events(ctx, n)
+	if opDone == nil {
+		return in, nil
+	}
+	// The operation's final event (published by the Spawner) reaches the
+	// reader only once the operation has ended and its outcome is the
+	// server's status: a hub that reads "ready" and then asks Status
+	// finds the server running. The goroutine is the reader's: it ends
+	// with the stream or ctx.
+	out := make(chan spawner.ProgressEvent)
+	go func() {
+		defer close(out)
+		for ev := range in {
+			if ev.Final() {
+				select {
+				case <-opDone:
+				case <-ctx.Done():
+					return
+				}
+			}
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
 }
