@@ -76,29 +76,15 @@ func TestConfigVectors(t *testing.T) {
 		}
 	}
 	tally := vectorrules.Tally{Neutral: []string{"spawnkit-identity"}}
-	gaps := 0
 	for _, c := range file.Cases {
-		if knownGaps[c.Name] && os.Getenv("CONFIG_VECTORS_ALL") == "" {
-			gaps++
-			t.Run(c.Name, func(t *testing.T) {
-				t.Skip("known gap: behaviour not reproduced yet (issue 13); CONFIG_VECTORS_ALL=1 runs it")
-			})
-			continue
-		}
 		var applied []string
 		ok := t.Run(c.Name, func(t *testing.T) {
 			applied = runConfigCase(t, c, file.Source.JupyterHubVersion)
 		})
 		tally.Record(applied, ok)
 	}
-	t.Logf("%s; %d skipped as known gaps", &tally, gaps)
+	t.Logf("%s", &tally)
 }
-
-// knownGaps are cases whose KubeSpawner behaviour spawnkit does not
-// reproduce yet. They are NOT deviations (those are rules): each is work
-// left in issue 13, and the list only shrinks. CONFIG_VECTORS_ALL=1 runs
-// them.
-var knownGaps = map[string]bool{}
 
 // runConfigCase checks one case and returns the rules it needed.
 func runConfigCase(t *testing.T, c configCase, hubVersion string) []string {

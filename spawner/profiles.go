@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -197,8 +199,15 @@ func (e *ProfileError) Unwrap() error { return e.Err }
 // load_user_options does: the chosen (or default) profile's overrides,
 // then each option's chosen, unlisted or default choice's overrides.
 // Unknown profiles or choices, unlisted choices that are not enabled or
-// fail validation_regex are *ProfileError. profile_list works on a Config
-// from LoadConfig, whose option values it merges into.
+// fail validation_regex are *ProfileError.
+//
+// The overrides merge into the Config's option values: those it was
+// loaded with, or, for a Config built in Go, those its fields hold (a
+// zero field is an absent option), so a Go-built Config resolves as the
+// equivalent YAML does. A Config this package returns (LoadConfig,
+// Resolve, Factory.Config, Objects.Config) carries the values it was made
+// from: a field changed on it afterwards is not what the overrides merge
+// into. The result keeps every field that only Go can set (the funcs).
 func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Config, error) {
 	profiles := c.ProfileList
 	if c.ProfileListFunc != nil {
@@ -213,16 +222,24 @@ func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Con
 		}
 		return c, nil
 	}
+	merged := deepCopyMap(c.source)
 	if c.source == nil {
-		return Config{}, fmt.Errorf("spawner: profile_list needs a Config from LoadConfig (its overrides merge into the loaded options)")
+		// A Config built in Go, not yet defaulted (see withDefaults).
+		var errs field.ErrorList
+		if merged, errs = c.typedOptions(); len(errs) > 0 {
+			return Config{}, &ConfigError{Errs: errs}
+		}
 	}
 	profiles = initializeProfiles(profiles)
 	profile, err := pickProfile(profiles, userOptions["profile"])
 	if err != nil {
 		return Config{}, err
 	}
-	merged := deepCopyMap(c.source)
-	applyOverrides(merged, profile.KubeSpawnerOverride)
+	profileOverrides, err := asJSON(profile.KubeSpawnerOverride)
+	if err != nil {
+		return Config{}, fmt.Errorf("spawner: profile %q: kubespawner_override: %w", profile.Slug, err)
+	}
+	applyOverrides(merged, profileOverrides)
 	// escapedFor are the template syntaxes unlisted values were escaped
 	// for; the final one must match, or a value could run as a template.
 	var escapedFor []string
@@ -230,6 +247,7 @@ func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Con
 		unlisted := userOptions[opt.Name+"--unlisted-choice"]
 		choice := userOptions[opt.Name]
 		var overrides map[string]any
+		substitute := false
 		switch {
 		case unlisted != "":
 			u := opt.UnlistedChoice
@@ -257,7 +275,7 @@ func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Con
 					return Config{}, &ProfileError{Profile: profile.Slug, Option: opt.Name, Choice: unlisted, Msg: fmt.Sprintf("unlisted choice %q for %s rejected: %s", unlisted, opt.Name, msg)}
 				}
 			}
-			overrides = substituteUnlisted(u.KubeSpawnerOverride, unlisted, templateSyntax(merged))
+			overrides, substitute = u.KubeSpawnerOverride, true
 			escapedFor = append(escapedFor, templateSyntax(merged))
 		case choice != "":
 			i := indexChoice(opt.Choices, choice)
@@ -276,6 +294,12 @@ func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Con
 				}
 			}
 		}
+		if overrides, err = asJSON(overrides); err != nil {
+			return Config{}, fmt.Errorf("spawner: profile %q: profile option %s: kubespawner_override: %w", profile.Slug, opt.Name, err)
+		}
+		if substitute {
+			overrides = substituteUnlisted(overrides, unlisted, templateSyntax(merged))
+		}
 		applyOverrides(merged, overrides)
 	}
 	for _, syn := range escapedFor {
@@ -293,7 +317,7 @@ func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Con
 		// them unloadable.
 		return Config{}, &ProfileError{Profile: profile.Slug, Msg: fmt.Sprintf("profile %q with user options %v", profile.Slug, sortedOptions(userOptions)), Err: err}
 	}
-	out.ProfileListFunc = c.ProfileListFunc
+	keepGoOnly(&out, &c)
 	// The user's choices must not make the configuration invalid: check
 	// it now, before anything uses it.
 	check := out.withDefaults()
@@ -373,6 +397,47 @@ func choiceKeys(cs OrderedChoices) string {
 		keys[i] = c.Key
 	}
 	return strings.Join(keys, ", ")
+}
+
+// asJSON returns overrides in the shapes json.Unmarshal gives
+// (map[string]any, []any, float64, ...), as a loaded profile list's are.
+// One built in Go may hold a map[string]string or a []string, which must
+// merge, and take an unlisted {value}, as a decoded mapping or list does.
+func asJSON(overrides map[string]any) (map[string]any, error) {
+	if isJSONShaped(overrides) {
+		return overrides, nil
+	}
+	data, err := json.Marshal(overrides)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	err = json.Unmarshal(data, &out)
+	return out, err
+}
+
+// isJSONShaped reports whether v holds only what json.Unmarshal makes of
+// JSON in an any.
+func isJSONShaped(v any) bool {
+	switch v := v.(type) {
+	case nil, bool, float64, string:
+		return true
+	case map[string]any:
+		for _, e := range v {
+			if !isJSONShaped(e) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		for _, e := range v {
+			if !isJSONShaped(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // applyOverrides is KubeSpawner's _apply_overrides over the option map: a

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"path"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -283,6 +285,13 @@ func (c *Config) validateOptions() field.ErrorList {
 		}
 	}
 	errs = append(errs, checkProfiles(c.ProfileList)...)
+	if c.source == nil && (len(c.ProfileList) > 0 || c.ProfileListFunc != nil) {
+		// A Go-built Config whose fields withDefaults could not make
+		// the options profiles merge into: refuse it now, not at the
+		// first start that resolves a profile.
+		_, terrs := c.typedOptions()
+		errs = append(errs, terrs...)
+	}
 	return errs
 }
 
@@ -349,11 +358,22 @@ func checkResources(c *Config) field.ErrorList {
 }
 
 // checkProfiles checks what of a profile list can be checked without user
-// options: unique slugs, compilable validation_regex. The overrides are
-// checked when Resolve applies them.
+// options: unique slugs, compilable validation_regex, overrides that are
+// JSON (a list built in Go may hold any Go value). The overrides' values
+// are checked when Resolve applies them.
 func checkProfiles(profiles []Profile) field.ErrorList {
 	var errs field.ErrorList
 	slugs := map[string]bool{}
+	checkOverrides := func(p *field.Path, overrides map[string]any) {
+		if isJSONShaped(overrides) {
+			return
+		}
+		for _, k := range slices.Sorted(maps.Keys(overrides)) {
+			if _, err := json.Marshal(overrides[k]); err != nil {
+				errs = append(errs, field.Invalid(p.Child("kubespawner_override").Key(k), fmt.Sprintf("%T", overrides[k]), "is not JSON: "+err.Error()))
+			}
+		}
+	}
 	for _, p := range initializeProfiles(profiles) {
 		pp := field.NewPath("profile_list").Key(p.Slug)
 		if p.Slug == "" {
@@ -363,8 +383,15 @@ func checkProfiles(profiles []Profile) field.ErrorList {
 			errs = append(errs, field.Duplicate(pp.Child("slug"), p.Slug))
 		}
 		slugs[p.Slug] = true
+		checkOverrides(pp, p.KubeSpawnerOverride)
 		for _, o := range p.ProfileOptions {
 			op := pp.Child("profile_options").Key(o.Name)
+			for _, ch := range o.Choices {
+				checkOverrides(op.Child("choices").Key(ch.Key), ch.KubeSpawnerOverride)
+			}
+			if u := o.UnlistedChoice; u != nil {
+				checkOverrides(op.Child("unlisted_choice"), u.KubeSpawnerOverride)
+			}
 			if u := o.UnlistedChoice; u != nil && u.ValidationRegex != "" && u.re == nil {
 				if _, err := compileMatch(u.ValidationRegex); err != nil {
 					errs = append(errs, field.Invalid(op.Child("unlisted_choice", "validation_regex"), u.ValidationRegex, err.Error()))
