@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
@@ -24,6 +25,18 @@ var cluster *testcluster.Cluster
 
 func TestMain(m *testing.M) {
 	testcluster.Main(m, testcluster.Options{Level: testcluster.APIServer}, &cluster)
+}
+
+// eventually polls cond until it holds, and fails the test if it does
+// not within d.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, d, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting %s for %s: %v", d, what, err)
+	}
 }
 
 func newNamespace(t testing.TB, labels, annotations map[string]string) string {
@@ -327,17 +340,16 @@ func TestSweepersWithLeaderElection(t *testing.T) {
 	}
 	// An orphan appears; exactly one sweeper must take it.
 	createPod(t, ns, meta("jupyter-stray", "stray", "", true))
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, "jupyter-stray", metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if _, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, "jupyter-stray", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("the orphan was never swept: %v", err)
-	}
-	time.Sleep(300 * time.Millisecond) // several intervals: would the other sweep too?
+	eventually(t, 20*time.Second, "the orphan to be swept", func() bool {
+		_, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, "jupyter-stray", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	// Several more sweeps by the leader are several intervals in which a
+	// second sweeper, had it swept at all, would have swept too.
+	swept := sweepers[0].Sweeps() + sweepers[1].Sweeps()
+	eventually(t, 20*time.Second, "three more sweeps", func() bool {
+		return sweepers[0].Sweeps()+sweepers[1].Sweeps() >= swept+3
+	})
 	cancel()
 	wg.Wait()
 	a, b := sweepers[0].Sweeps(), sweepers[1].Sweeps()

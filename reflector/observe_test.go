@@ -170,23 +170,39 @@ func TestObserveRemoveAndRelease(t *testing.T) {
 
 	// Release removes the handle's functions, Observe's and OnChange's;
 	// the informer runs on.
-	var released, onChange recorder
+	var released, onChange, controlOnChange recorder
 	if _, err := pods.Observe(released.fn); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pods.OnChange(onChange.fn); err != nil {
 		t.Fatal(err)
 	}
+	removeControlOnChange, err := keep.OnChange(controlOnChange.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer removeControlOnChange()
 	createPod(t, ns, "third", nil)
 	released.waitCalls(t, "third", false)
 	onChange.waitCalls(t, "third", false)
 	pods.Release()
 	createPod(t, ns, "fourth", nil)
-	control.waitCalls(t, "fourth", false)
-	time.Sleep(100 * time.Millisecond) // a listener removed late would be called by now
+	createPod(t, ns, "fifth", nil)
+	// Observe functions are called one after another by one handler, so
+	// once control has seen "fifth" every Observe call for "fourth" has
+	// returned. The informer hands "fourth" to every client-go listener
+	// before "fifth" to any, so once controlOnChange has seen "fifth" a
+	// listener that Release failed to remove holds "fourth" too.
+	control.waitCalls(t, "fifth", false)
+	controlOnChange.waitCalls(t, "fifth", false)
+	// Each client-go listener calls its handler from a goroutine of its
+	// own, and no other listener's progress shows that goroutine's: only
+	// a window can show that it is not called. It need cover that one
+	// goroutine hand-off, not an informer's delivery.
+	time.Sleep(100 * time.Millisecond)
 	for what, rec := range map[string]*recorder{"Observe": &released, "OnChange": &onChange} {
 		for _, c := range rec.snapshot() {
-			if c.name == "fourth" {
+			if c.name == "fourth" || c.name == "fifth" {
 				t.Errorf("after Release the %s function was called: %+v", what, c)
 			}
 		}

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 )
 
@@ -176,14 +178,19 @@ func logTail(path string, n int) string {
 
 // logContains reports whether a line of the log at path contains every
 // one of parts.
-func logContains(path string, parts ...string) bool {
+func logContains(path string, parts ...string) bool { return logCount(path, parts...) > 0 }
+
+// logCount is how many lines of the log at path contain every one of
+// parts.
+func logCount(path string, parts ...string) int {
 	f, err := os.Open(path)
 	if err != nil {
-		return false
+		return 0
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	n := 0
 	for sc.Scan() {
 		line := sc.Text()
 		all := true
@@ -194,10 +201,27 @@ func logContains(path string, parts ...string) bool {
 			}
 		}
 		if all {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
+}
+
+// eventually calls check every interval until it returns nil, and fails
+// the test with check's last error if that takes longer than d.
+func eventually(t *testing.T, every, d time.Duration, check func() error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), every, d, true, func(context.Context) (bool, error) {
+		last = check()
+		return last == nil, nil
+	})
+	if err != nil {
+		if last == nil {
+			last = err
+		}
+		t.Fatalf("still, after %s: %v", d, last)
+	}
 }
 
 // logTime returns the time stamp of the first line of a JupyterHub log

@@ -199,11 +199,12 @@ func testRestartKeepsServers(t *testing.T, s *stack) {
 	}
 
 	s.restartService(ctx, t)
-	// JupyterHub polls every second: give it a few polls against the new
-	// service before restarting it too.
-	time.Sleep(3 * time.Second)
+	// JupyterHub polls every second: a few polls answered by the new
+	// service, any of which would have ended a server it reported gone,
+	// before restarting JupyterHub too; then a few by the new JupyterHub.
+	s.waitPolls(t, running, 3)
 	s.restartHub(ctx, t)
-	time.Sleep(3 * time.Second)
+	s.waitPolls(t, running, 3)
 
 	hubLog := s.logPath("jupyterhub")
 	for _, user := range []string{"alice", "bob"} {
@@ -262,21 +263,18 @@ func testStartTimeout(t *testing.T, s *stack) {
 		return hs != nil && !hs.Ready && err == nil && len(pods) == 1
 	})
 	var goneAt time.Time
-	for {
+	eventually(t, 50*time.Millisecond, time.Until(begin.Add(hubStartTimeout+30*time.Second)), func() error {
 		pods, err := s.podsOf(ctx, "erin", "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(pods) == 0 {
-			goneAt = time.Now()
-			break
-		}
-		if time.Since(begin) > hubStartTimeout+30*time.Second {
-			t.Fatalf("erin's pod %s still exists %s after the start request (start_timeout %s)",
+		if len(pods) > 0 {
+			return fmt.Errorf("erin's pod %s still exists %s after the start request (start_timeout %s)",
 				pods[0].Name, time.Since(begin).Round(time.Millisecond), hubStartTimeout)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		goneAt = time.Now()
+		return nil
+	})
 	// When JupyterHub gave up, by its own log.
 	gaveUp, ok := logTime(s.logPath("jupyterhub"), "erin's server failed to start in")
 	if !ok {
@@ -322,18 +320,14 @@ func testStop(t *testing.T, s *stack) {
 // waitNoPods waits until the server has no pod in the API server.
 func waitNoPods(t *testing.T, s *stack, user, server string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	eventually(t, 100*time.Millisecond, timeout, func() error {
 		pods, err := s.podsOf(t.Context(), user, server)
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
 		}
-		if len(pods) == 0 {
-			return
+		if len(pods) > 0 {
+			return fmt.Errorf("%s:%s still has pod %s", user, server, pods[0].Name)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s:%s still has pod %s after %s", user, server, pods[0].Name, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -313,27 +313,42 @@ func (s *stack) servers(ctx context.Context, user string) (map[string]hubServer,
 // server (absent: nil), or fails the test after timeout.
 func (s *stack) waitServer(ctx context.Context, t *testing.T, user, server string, timeout time.Duration, what string, cond func(*hubServer) bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
+	eventually(t, 200*time.Millisecond, timeout, func() error {
 		all, err := s.servers(ctx, user)
-		if err == nil {
-			var hs *hubServer
-			if v, ok := all[server]; ok {
-				hs = &v
-			}
-			if cond(hs) {
-				return
-			}
-			last = fmt.Sprintf("%+v", hs)
-		} else {
-			last = err.Error()
+		if err != nil {
+			return fmt.Errorf("%s:%s did not become %s; last: %w", user, server, what, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s:%s did not become %s in %s; last: %s", user, server, what, timeout, last)
+		var hs *hubServer
+		if v, ok := all[server]; ok {
+			hs = &v
 		}
-		time.Sleep(200 * time.Millisecond)
+		if !cond(hs) {
+			return fmt.Errorf("%s:%s did not become %s; last: %+v", user, server, what, hs)
+		}
+		return nil
+	})
+}
+
+// waitPolls waits until the spawner-service has answered n more status
+// requests (JupyterHub's polls) for each of the servers ({user, server}).
+func (s *stack) waitPolls(t *testing.T, servers [][2]string, n int) {
+	t.Helper()
+	answered := func(us [2]string) int {
+		return logCount(s.logPath("spawner-service"), `"msg"="request"`, `"method"="GET"`,
+			`"path"="/v1`+serverPath(us[0], us[1])+`"`, `"status"=200`)
 	}
+	before := make([]int, len(servers))
+	for i, us := range servers {
+		before[i] = answered(us)
+	}
+	eventually(t, 200*time.Millisecond, 30*time.Second, func() error {
+		for i, us := range servers {
+			if got := answered(us) - before[i]; got < n {
+				return fmt.Errorf("the spawner-service answered %d status requests for %s:%s, want %d", got, us[0], us[1], n)
+			}
+		}
+		return nil
+	})
 }
 
 func ready(hs *hubServer) bool { return hs != nil && hs.Ready }

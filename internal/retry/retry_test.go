@@ -106,6 +106,8 @@ func TestElapsedCountsTheFirstTry(t *testing.T) {
 	calls := 0
 	err := Do(t.Context(), Options{Initial: time.Millisecond, Max: time.Millisecond, MaxElapsed: 100 * time.Millisecond}, func(context.Context) error {
 		calls++
+		// The slow try itself: retry has no clock to step, and the
+		// budget it must use up is wall time.
 		time.Sleep(150 * time.Millisecond)
 		return errFlaky
 	})

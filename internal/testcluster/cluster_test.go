@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
@@ -59,6 +60,23 @@ func testPod(name string, annotations map[string]string) *corev1.Pod {
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "notebook", Image: "quay.io/jupyter/base-notebook:latest"}},
 		},
+	}
+}
+
+// eventually calls check every interval until it returns nil, and fails
+// the test with check's last error if that takes longer than d.
+func eventually(t *testing.T, every, d time.Duration, check func() error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), every, d, true, func(context.Context) (bool, error) {
+		last = check()
+		return last == nil, nil
+	})
+	if err != nil {
+		if last == nil {
+			last = err
+		}
+		t.Fatalf("still, after %s: %v", d, last)
 	}
 }
 
@@ -629,16 +647,19 @@ func TestKilledBinaryLeavesNoProcesses(t *testing.T) {
 		}
 		return left
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(alive()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if left := alive(); len(left) > 0 {
-		for _, pid := range left {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, pid := range alive() {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
 		}
-		t.Fatalf("components %v outlived the killed test binary", left)
-	}
+	})
+	eventually(t, 50*time.Millisecond, 10*time.Second, func() error {
+		if left := alive(); len(left) > 0 {
+			return fmt.Errorf("components %v outlived the killed test binary", left)
+		}
+		return nil
+	})
 }
 
 // TestGracefulDeleteNeverRemovesANewPodOfTheSameName: the simulated
@@ -670,21 +691,35 @@ func TestGracefulDeleteNeverRemovesANewPodOfTheSameName(t *testing.T) {
 			t.Fatalf("round %d: forced delete: %v", round, err)
 		}
 		var fresh *corev1.Pod
-		for fresh == nil {
+		eventually(t, 5*time.Millisecond, 30*time.Second, func() error {
 			fresh, err = pods.Create(ctx, testPod("reused", nil), metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				fresh = nil
-				time.Sleep(5 * time.Millisecond)
-				continue
-			}
-			if err != nil {
+			if err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatalf("round %d: re-create: %v", round, err)
 			}
-		}
+			if err != nil {
+				return fmt.Errorf("round %d: re-creating the pod: %w", round, err)
+			}
+			return nil
+		})
 		if _, err := c.WaitForPod(ctx, ns, "reused", running); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		// The finisher takes deleted pods in the order it sees them: once
+		// it has finished a pod deleted after the old one, it has taken
+		// the old one's delete, the one that must not hit the new pod.
+		marker := fmt.Sprintf("marker-%d", round)
+		if _, err := pods.Create(ctx, testPod(marker, nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.WaitForPod(ctx, ns, marker, running); err != nil {
+			t.Fatal(err)
+		}
+		if err := pods.Delete(ctx, marker, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](30)}); err != nil {
+			t.Fatalf("round %d: graceful delete of %s: %v", round, marker, err)
+		}
+		if _, err := c.WaitForPod(ctx, ns, marker, testcluster.PodGone); err != nil {
+			t.Fatalf("round %d: the finisher never finished %s's graceful delete: %v", round, marker, err)
+		}
 		got, err := pods.Get(ctx, "reused", metav1.GetOptions{})
 		if err != nil || got.UID != fresh.UID || got.DeletionTimestamp != nil {
 			t.Fatalf("round %d: the new pod (uid %s) after the old one's pending delete: %v, %v", round, fresh.UID, got, err)

@@ -3,7 +3,12 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,20 +34,24 @@ func InCI() bool { return os.Getenv("CI") == "true" }
 // cluster, checks for leaked goroutines with goleak and exits. When the
 // cluster cannot start, Main exits non-zero under CI=true; elsewhere it
 // says why, leaves *cluster nil and runs the tests, whose Require calls
-// skip. When a test fails, the component logs are kept and their
+// skip, and after them prints one line saying how many skipped and why.
+// When a test fails, the component logs are kept and their
 // directory printed.
 func Main(m *testing.M, opts Options, cluster **Cluster) {
 	os.Exit(run(m, opts, cluster))
 }
 
 func run(m *testing.M, opts Options, cluster **Cluster) int {
-	c, err := setUp(opts)
+	c, cause, err := setUp(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	*cluster = c
 	code := m.Run()
+	if c == nil {
+		reportSkips(os.Stderr, testPackage(), skipped.Load(), cause)
+	}
 	if c != nil {
 		if code != 0 {
 			c.KeepLogs()
@@ -65,19 +74,56 @@ func run(m *testing.M, opts Options, cluster **Cluster) int {
 
 // setUp starts the package's cluster. A cluster that cannot start is an
 // error under CI=true; elsewhere it is reported and setUp returns no
-// cluster, so that Require skips.
-func setUp(opts Options) (*Cluster, error) {
+// cluster and, as cause, why not, so that Require skips and Main can say
+// why.
+func setUp(opts Options) (c *Cluster, cause, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
-	c, err := Start(ctx, opts)
+	c, err = Start(ctx, opts)
 	if err == nil {
-		return c, nil
+		return c, nil, nil
 	}
 	if InCI() {
-		return nil, fmt.Errorf("testcluster: cannot start a %s cluster, failing because CI=true: %w", opts.Level, err)
+		return nil, nil, fmt.Errorf("testcluster: cannot start a %s cluster, failing because CI=true: %w", opts.Level, err)
 	}
 	fmt.Fprintf(os.Stderr, "testcluster: cannot start a %s cluster; integration tests will skip: %v\n", opts.Level, err)
-	return nil, nil
+	return nil, err, nil
+}
+
+// skipped counts the tests of this test binary that Require skipped for
+// want of a cluster. Tests run in parallel, hence atomic.
+var skipped atomic.Int64
+
+// reportSkips prints, when n tests of pkg skipped because the cluster
+// could not start (cause), one line that says so and what to do: a
+// skip is easy to miss in go test's output, and a green run that tested
+// nothing should not look like one that tested everything.
+func reportSkips(w io.Writer, pkg string, n int64, cause error) {
+	if n == 0 {
+		return
+	}
+	tests := "tests"
+	if n == 1 {
+		tests = "test"
+	}
+	why := "unknown cause"
+	if cause != nil {
+		// One line, whatever the cause's message holds.
+		why = strings.Join(strings.Fields(cause.Error()), " ")
+	}
+	fmt.Fprintf(w, "testcluster: %d integration %s in %s skipped: no cluster (%s); run make testbin, or set CI=true to fail instead\n",
+		n, tests, pkg, why)
+}
+
+// testPackage is the import path of the package under test: go test
+// records the test binary's main package as "<import path>.test". A
+// binary without build information (none that go test builds) is named
+// by its file instead.
+func testPackage() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Path != "" {
+		return strings.TrimSuffix(bi.Path, ".test")
+	}
+	return strings.TrimSuffix(filepath.Base(os.Args[0]), ".test")
 }
 
 // LeakOptions are the goroutines goleak may ignore in a package that uses
@@ -90,13 +136,20 @@ func LeakOptions() []goleak.Option {
 }
 
 // Require returns the package's cluster, or skips the test when there is
-// none (possible only outside CI; see Main).
+// none (possible only outside CI; see Main, which counts the skips).
 func Require(t testing.TB, c *Cluster) *Cluster {
+	t.Helper()
+	return require(t, c, &skipped)
+}
+
+// require is Require counting its skips in n.
+func require(t testing.TB, c *Cluster, n *atomic.Int64) *Cluster {
 	t.Helper()
 	if c == nil {
 		if InCI() {
 			t.Fatal("testcluster: no cluster although CI=true")
 		} else {
+			n.Add(1)
 			t.Skip("testcluster: no cluster (see TestMain's output); run `make testbin` first")
 		}
 	}

@@ -85,33 +85,26 @@ func get(ctx context.Context, url string) (testcluster.Answer, error) {
 // just after it sees the pod Running, which may be just after the test does.
 func waitForAnswer(t *testing.T, ctx context.Context, url string, within time.Duration) testcluster.Answer {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		a, err := get(ctx, url)
-		if err == nil {
-			return a
+	var a testcluster.Answer
+	eventually(t, 50*time.Millisecond, within, func() error {
+		var err error
+		if a, err = get(ctx, url); err != nil {
+			return fmt.Errorf("%s does not answer: %w", url, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer within %s: %v", url, within, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return a
 }
 
 // waitForRefused polls url until connections are refused.
 func waitForRefused(t *testing.T, ctx context.Context, url string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		a, err := get(ctx, url)
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			return
+	eventually(t, 50*time.Millisecond, within, func() error {
+		if a, err := get(ctx, url); !errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("%s still reachable: answer %+v, err %v", url, a, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still reachable %s later: answer %+v, err %v", url, within, a, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func podURL(pod *corev1.Pod, port int32, path string) string {
@@ -318,9 +311,15 @@ func TestResponderRetriesAddressInUse(t *testing.T) {
 	if err != nil {
 		t.Fatalf("taking %s before the responder: %v", addr, err)
 	}
-	// Past the boot delay the responder has tried and found the address
-	// in use; the squatter still holds it.
-	time.Sleep(3 * time.Second)
+	// Past the boot delay the responder tries, finds the address in use
+	// and says so; only then does the squatter let go.
+	name := ns + "/" + pod.Name
+	eventually(t, 50*time.Millisecond, 10*time.Second, func() error {
+		if log := cluster.LogTail("responders", 1000); !strings.Contains(log, name+": cannot listen on "+addr+" yet") {
+			return fmt.Errorf("responders.log does not say %s found %s in use:\n%s", name, addr, cluster.LogTail("responders", 20))
+		}
+		return nil
+	})
 	if err := squatter.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -328,8 +327,8 @@ func TestResponderRetriesAddressInUse(t *testing.T) {
 	if got.Pod != pod.Name {
 		t.Errorf("answer from %q, want %q", got.Pod, pod.Name)
 	}
-	if log := cluster.LogTail("responders", 20); !strings.Contains(log, addr) {
-		t.Errorf("responders.log does not mention the contended address %s:\n%s", addr, log)
+	if log := cluster.LogTail("responders", 1000); !strings.Contains(log, name+": listening on "+addr+" after") {
+		t.Errorf("responders.log does not say %s listened on %s after retrying:\n%s", name, addr, cluster.LogTail("responders", 20))
 	}
 }
 
@@ -365,8 +364,12 @@ func TestResponderHold(t *testing.T) {
 	if _, err := cluster.WaitForPod(ctx, ns, pod.Name, func(p *corev1.Pod) (bool, error) { return p != nil && podReady(p), nil }); err != nil {
 		t.Fatal(err)
 	}
-	// Long after a responder would have started.
-	time.Sleep(time.Second)
+	// The responders handle pods one at a time in the order they see
+	// them: once a pod that ran after the held one answers, the held one
+	// has been handled, and had the hold been ignored its listener would
+	// have been started, before the other's.
+	other := runPod(t, ctx, ns, podWithPorts("not-held", nil, 8888))
+	waitForAnswer(t, ctx, podURL(other, 8888, "/"), 10*time.Second)
 	if _, err := get(ctx, url); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("GET while held: err = %v, want connection refused", err)
 	}
