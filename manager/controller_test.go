@@ -133,18 +133,8 @@ func TestSettledOnlyOnTheReadyVersion(t *testing.T) {
 func TestRunStartReconcilesAChangeAfterReady(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := ctxTimeout(t, 120*time.Second)
-	m, err := New(Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: baseConfig(ns)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pods, err := sharedRegistry(t).Pods(ctx, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pods.Release()
-	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[serverKey]())
-	defer q.ShutDown()
-	m.pods, m.queue, m.leading = pods, q, true
+	m, pods, q := unstarted(t, ctx, ns)
+	m.leading = true
 	for _, kind := range []opKind{opStart, opResume} {
 		for _, changed := range []bool{false, true} {
 			name := fmt.Sprintf("%s-%v", kind, changed)

@@ -10,7 +10,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -108,18 +107,7 @@ func TestStartWithAnUnusableLease(t *testing.T) {
 func TestTermEndsAfterItsOperations(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := ctxTimeout(t, 60*time.Second)
-	m, err := New(Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: baseConfig(ns)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pods, err := sharedRegistry(t).Pods(ctx, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pods.Release()
-	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[serverKey]())
-	defer q.ShutDown()
-	m.pods, m.queue = pods, q
+	m, _, _ := unstarted(t, ctx, ns)
 
 	term, endTerm := context.WithCancel(ctx)
 	led := make(chan struct{})
@@ -172,18 +160,7 @@ func TestTermEndsAfterItsOperations(t *testing.T) {
 func TestTermCancelsAStopAfterItsGrace(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := ctxTimeout(t, 60*time.Second)
-	m, err := New(Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: baseConfig(ns)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pods, err := sharedRegistry(t).Pods(ctx, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pods.Release()
-	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[serverKey]())
-	defer q.ShutDown()
-	m.pods, m.queue = pods, q
+	m, _, _ := unstarted(t, ctx, ns)
 	term, endTerm := context.WithCancel(ctx)
 	led := make(chan struct{})
 	go func() {

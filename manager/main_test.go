@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/manifest"
@@ -129,4 +130,24 @@ func collidingUsers(t testing.TB) (string, string) {
 	}
 	t.Fatal("no collision in 2,000,000 names")
 	return "", ""
+}
+
+// unstarted is a Manager of ns that has not been started, with the pod
+// informer and the workqueue Start would give it, for tests that drive
+// its parts by hand.
+func unstarted(t *testing.T, ctx context.Context, ns string) (*Manager, *reflector.Pods, workqueue.TypedRateLimitingInterface[serverKey]) {
+	t.Helper()
+	m, err := New(Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: baseConfig(ns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := sharedRegistry(t).Pods(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pods.Release)
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[serverKey]())
+	t.Cleanup(q.ShutDown)
+	m.pods, m.queue = pods, q
+	return m, pods, q
 }
