@@ -111,7 +111,7 @@
 // (profile, <option>, <option>--unlisted-choice): the profile's overrides,
 // then each option's chosen, unlisted (validated by validation_regex, with
 // {value} substituted) or default choice's overrides, merged into the
-// loaded options (a mapping merges, null removes a key). Start does this
+// configuration's options, loaded or built in Go (a mapping merges, null removes a key). Start does this
 // itself. As in KubeSpawner, what its __init__ fixes comes from the base
 // configuration: the names, working_dir's expansion and port's default;
 // a profile's working_dir is used as written, its namespace places the

@@ -288,8 +288,8 @@ func withProfile(ctx context.Context, base, initCfg *Config, opts *StartOptions)
 		return nil, &ConfigError{Errs: field.ErrorList{field.Invalid(field.NewPath("port"), 0,
 			fmt.Sprintf("the profile chosen by user options %v sets port 0, which KubeSpawner sends as containerPort 0 and the API server rejects; set a port from 1 to 65535", opts.UserOptions))}}
 	}
-	// Resolve rebuilt cfg from the options' JSON: restore what only
-	// Go can carry, and the defaults.
+	// Resolve rebuilt cfg from the options (keeping the Go-only fields):
+	// restore the defaults.
 	if cfg.Namespace == "" {
 		cfg.Namespace = base.Namespace
 	}
