@@ -43,6 +43,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Unlock()
 	if m.lease != nil {
 		if err := leader.Check(ctx, *m.lease); err != nil {
+			m.observeLease(err)
 			close(m.ready)
 			return fmt.Errorf("manager: %w", err)
 		}
@@ -199,7 +200,13 @@ func (m *Manager) processNext(ctx context.Context, log logr.Logger) bool {
 	if quit {
 		return false
 	}
-	defer m.queue.Done(key)
+	m.busy.Add(1)
+	m.lastTurn.Store(m.opts.Clock.Now().UnixNano())
+	defer func() {
+		m.lastTurn.Store(m.opts.Clock.Now().UnixNano())
+		m.busy.Add(-1)
+		m.queue.Done(key)
+	}()
 	if err := m.reconcile(ctx, key); err != nil && ctx.Err() == nil {
 		log.Error(err, "reconciling server", "user", key.user, "server", key.server)
 		m.queue.AddRateLimited(key)

@@ -31,12 +31,12 @@ type leaseConfig = leader.Config
 
 // config checks le and fills in its defaults; ns is the Manager's
 // namespace.
-func (le *LeaderElection) config(client kubernetes.Interface, ns string) (*leaseConfig, error) {
+func (le *LeaderElection) config(client kubernetes.Interface, ns string, observe func(error)) (*leaseConfig, error) {
 	if le.Name == "" {
 		return nil, errors.New("manager: LeaderElection needs the Name of the Lease")
 	}
 	cfg := leader.Config{Client: client, Namespace: le.Namespace, Name: le.Name, Identity: le.Identity,
-		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}
+		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod, Observe: observe}
 	if cfg.Namespace == "" {
 		cfg.Namespace = ns
 	}

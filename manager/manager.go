@@ -131,6 +131,16 @@ type Manager struct {
 	// log is Start's logger (from its ctx), with "manager" as its name.
 	log logr.Logger
 
+	// leaseMu guards leaseErr and leaseErrSince: the last failed call on
+	// the Lease (Health), reported by the elector's goroutine.
+	leaseMu       sync.Mutex
+	leaseErr      error
+	leaseErrSince time.Time
+	// busy counts workers inside a reconcile; lastTurn is when a worker
+	// last took or finished one (UnixNano): Live's stall check.
+	busy     atomic.Int32
+	lastTurn atomic.Int64
+
 	// ready is closed once Start has recovered the servers in the
 	// cluster; calls wait for it.
 	ready chan struct{}
@@ -195,7 +205,7 @@ func New(opts Options) (*Manager, error) {
 	m := &Manager{opts: opts, factory: f, cfg: f.Config(), servers: map[serverKey]*entry{}, ops: map[*operation]struct{}{},
 		watchers: map[*watcher]struct{}{}, ready: make(chan struct{}), log: logr.Discard()}
 	if opts.LeaderElection != nil {
-		if m.lease, err = opts.LeaderElection.config(opts.Client, m.cfg.Namespace); err != nil {
+		if m.lease, err = opts.LeaderElection.config(opts.Client, m.cfg.Namespace, m.observeLease); err != nil {
 			return nil, err
 		}
 	}
@@ -217,6 +227,13 @@ func (m *Manager) Config() spawner.Config { return m.cfg }
 // Factory returns the Factory the Manager makes its Spawners with, for a
 // hub that plans or inspects servers the way the Manager does.
 func (m *Manager) Factory() *spawner.Factory { return m.factory }
+
+// WaitReady waits, bounded by ctx, until Start has recovered the
+// cluster's servers: from then on Status, List and Watch report them. It
+// is ErrNotRunning if ctx ends first or the Manager is not running (Start
+// failed or returned). Every other call waits for this itself; a hub
+// calls it to hold its own readiness back.
+func (m *Manager) WaitReady(ctx context.Context) error { return m.waitReady(ctx) }
 
 // waitReady waits, bounded by ctx, until the Manager runs and has
 // recovered the cluster's servers.

@@ -11,6 +11,7 @@ import (
 
 // The Manager's metrics (with Options.Registerer):
 //
+//	spawnkit_manager_starts_total{kind}                      starts ("start") and resumed starts ("resume") begun
 //	spawnkit_manager_spawn_duration_seconds{kind,outcome}  histogram: start/resume to ready or failure
 //	spawnkit_manager_failures_total{reason}                  starts that failed and servers that exited, by reason
 //	spawnkit_manager_servers{phase}                         servers by phase
@@ -18,6 +19,7 @@ import (
 //	spawnkit_manager_queue_depth{queue}                     "reconcile": the workqueue; "start": starts waiting for a slot
 type metrics struct {
 	m              *Manager
+	starts         *prometheus.CounterVec
 	spawnDuration  *prometheus.HistogramVec
 	failures       *prometheus.CounterVec
 	spawnsInFlight prometheus.Gauge
@@ -28,6 +30,10 @@ type metrics struct {
 func newMetrics(m *Manager) *metrics {
 	return &metrics{
 		m: m,
+		starts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spawnkit_manager_starts_total",
+			Help: "Starts begun: kind start for Spawn, resume for a start a new leader or a restarted Manager took over.",
+		}, []string{"kind"}),
 		spawnDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "spawnkit_manager_spawn_duration_seconds",
 			Help:    "Time from a start (or resume) to its pod being ready or the start failing.",
@@ -48,7 +54,7 @@ func newMetrics(m *Manager) *metrics {
 
 func (mm *metrics) register(r prometheus.Registerer) error {
 	var errs []error
-	for _, c := range []prometheus.Collector{mm.spawnDuration, mm.failures, mm.spawnsInFlight, mm} {
+	for _, c := range []prometheus.Collector{mm.starts, mm.spawnDuration, mm.failures, mm.spawnsInFlight, mm} {
 		errs = append(errs, r.Register(c))
 	}
 	return errors.Join(errs...)

@@ -146,6 +146,7 @@ func (m *Manager) runStart(ctx context.Context, e *entry, op *operation, sp *spa
 			m.enqueue(e.key)
 		}
 	}()
+	m.metrics.starts.WithLabelValues(string(op.kind)).Inc()
 	began := m.opts.Clock.Now()
 	url, err := do(ctx)
 	if op.kind == opStart {

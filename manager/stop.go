@@ -79,16 +79,23 @@ func (m *Manager) Stop(ctx context.Context, s naming.Server, opts spawner.StopOp
 
 // DeleteForever deletes a stopped server's claim (see
 // spawner.Spawner.DeleteForever) and forgets the server. A server that
-// is not stopped or failed is ErrBusy.
+// is not stopped or failed is ErrBusy. A server the Manager does not know
+// (forgotten after Retention, as a hub's user deleted weeks after their
+// last stop is) is not ErrNotFound: its claim, named by the
+// configuration, is deleted all the same, as KubeSpawner's
+// delete_forever does.
 func (m *Manager) DeleteForever(ctx context.Context, s naming.Server) error {
 	if err := m.waitLeading(ctx); err != nil {
 		return err
 	}
-	e := m.lookup(s)
-	if e == nil {
-		return notFound(s)
+	// A server the Manager does not know (stopped long ago, forgotten
+	// after Retention, or never started by this replica) is deleted as
+	// KubeSpawner deletes it: the claim named by the configuration, with
+	// the owner checks of spawner.Spawner.DeleteForever.
+	e, err := m.lockedEntry(s, nil)
+	if err != nil {
+		return err
 	}
-	e.mu.Lock()
 	if p := e.status.Phase; p != PhaseStopped && p != PhaseFailed || e.op != nil {
 		e.mu.Unlock()
 		return fmt.Errorf("%w: stop server %q of user %q before deleting it", ErrBusy, s.Servername, s.Username)
@@ -107,7 +114,7 @@ func (m *Manager) DeleteForever(ctx context.Context, s naming.Server) error {
 	delCtx, delDone := context.WithCancelCause(ctx)
 	defer delDone(nil)
 	defer context.AfterFunc(opCtx, func() { delDone(context.Cause(opCtx)) })()
-	err := sp.DeleteForever(delCtx)
+	err = sp.DeleteForever(delCtx)
 	if err == nil {
 		m.forget(e, true) // before the operation ends: nothing can start on e
 	}

@@ -278,15 +278,15 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// buildService builds examples/spawner-service into dir.
+// buildService builds cmd/spawnkit-service into dir.
 func buildService(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "spawner-service")
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", bin, "./examples/spawner-service")
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", bin, "./cmd/spawnkit-service")
 	cmd.Dir = filepath.Join("..", "..") // the module root
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build ./examples/spawner-service: %w\n%s", err, out.String())
+		return "", fmt.Errorf("go build ./cmd/spawnkit-service: %w\n%s", err, out.String())
 	}
 	return bin, nil
 }

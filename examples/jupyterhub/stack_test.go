@@ -109,7 +109,9 @@ func (s *stack) startService(ctx context.Context, t *testing.T) {
 		"-kubeconfig", s.cluster.Kubeconfig,
 		"-config", config,
 		"-listen", fmt.Sprintf("127.0.0.1:%d", s.servicePort),
-		"-token-file", filepath.Join(s.dir, "service-token"))
+		"-token-file", filepath.Join(s.dir, "service-token"),
+		// The probes are not this test's subject: any free port.
+		"-probe-listen", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

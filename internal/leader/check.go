@@ -35,6 +35,13 @@ type Config struct {
 	// Clock gives the timestamps of a release. Default: the real clock.
 	// client-go's elector keeps its own real clock.
 	Clock clock.Clock
+	// Observe, when set, is called after every read or write of the
+	// Lease that Run's elector makes, with its error (nil on success;
+	// a Conflict or NotFound, which the elector handles, counts as an
+	// answer and is passed as nil). It lets a readiness probe say that a
+	// standby cannot reach its Lease instead of waiting silently. It
+	// runs on the elector's goroutine and must not block.
+	Observe func(err error)
 }
 
 // complete returns cfg with its defaults filled in, or an error naming

@@ -63,7 +63,7 @@ func Run(ctx context.Context, cfg Config, lead func(ctx context.Context)) error 
 // until the lease is lost or ctx ends. It returns once lead has returned
 // and the elector has stopped, having given the Lease back if ctx ended.
 func term(ctx context.Context, cfg Config, lead func(context.Context), log logr.Logger) error {
-	lock := &termLock{LeaseLock: newLock(cfg)}
+	lock := &termLock{LeaseLock: newLock(cfg), observe: cfg.Observe}
 	// The elector runs under its own context, cancelled only once lead
 	// has returned: the Lease is renewed while lead may still act, and
 	// given back (below) only after. Its logs go to Run's logger.
@@ -146,6 +146,13 @@ func newLock(cfg Config) *resourcelock.LeaseLock {
 type termLock struct {
 	*resourcelock.LeaseLock
 	written atomic.Bool
+	observe func(error)
+}
+
+func (l *termLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	rec, raw, err := l.LeaseLock.Get(ctx)
+	l.report(err)
+	return rec, raw, err
 }
 
 func (l *termLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
@@ -153,6 +160,7 @@ func (l *termLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRe
 	if err == nil {
 		l.written.Store(true)
 	}
+	l.report(err)
 	return err
 }
 
@@ -161,7 +169,21 @@ func (l *termLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRe
 	if err == nil {
 		l.written.Store(true)
 	}
+	l.report(err)
 	return err
+}
+
+// report hands a call's outcome to Config.Observe. NotFound (no Lease
+// yet: the elector creates it) and Conflict (another replica wrote
+// first) are answers the election expects, not failures to reach it.
+func (l *termLock) report(err error) {
+	if l.observe == nil {
+		return
+	}
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		err = nil
+	}
+	l.observe(err)
 }
 
 // release gives the Lease back if this replica still holds it, writing

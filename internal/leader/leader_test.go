@@ -277,14 +277,40 @@ func TestLaterErrorsAreLogged(t *testing.T) {
 		logs := newJournal()
 		ctx, cancel := context.WithCancel(logr.NewContext(t.Context(), logs.logger()))
 		defer cancel()
-		r := startRun(t, ctx, fast(userClient(t, "leader-standby"), ns, "taken", "a"), func(context.Context) { t.Error("lead called") })
+		cfg := fast(userClient(t, "leader-standby"), ns, "taken", "a")
+		// Observe sees each call's outcome: answers first, then the
+		// forbidden reads once the rule is gone.
+		cfg.Observe = func(err error) {
+			if err != nil {
+				logs.record("observe", "error "+err.Error())
+			} else {
+				logs.record("observe", "ok")
+			}
+		}
+		r := startRun(t, ctx, cfg, func(context.Context) { t.Error("lead called") })
 		logs.waitFor(t, "the campaign to begin", 20*time.Second, logged(1, "Attempting to acquire"))
+		logs.waitFor(t, "Observe to see the Lease read", 20*time.Second, func(es []entry) bool {
+			for _, e := range es {
+				if e.who == "observe" && e.what == "ok" {
+					return true
+				}
+			}
+			return false
+		})
 		if err := rbac.Delete(t.Context(), "standby", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		waitAccess(t, ns, "leader-standby", nil, "get", false)
 		// Twice: Run goes on campaigning after the first.
 		logs.waitFor(t, "the forbidden gets to be logged", 20*time.Second, logged(2, "Error retrieving lease lock", "forbidden"))
+		logs.waitFor(t, "Observe to see the forbidden gets", time.Second, func(es []entry) bool {
+			for _, e := range es {
+				if e.who == "observe" && strings.Contains(e.what, "forbidden") {
+					return true
+				}
+			}
+			return false
+		})
 		cancel()
 		if err := r.wait(t); err != nil {
 			t.Errorf("Run: %v", err)

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -15,7 +15,10 @@ type fakeBackend struct {
 	servers  map[serverID]*fakeServer
 	spawns   []spawnRequest // every Spawn's request, in order
 	stops    []bool         // every Stop's now, in order
+	deleted  []serverID     // every DeleteForever's server, in order
 	profiles []spawner.Profile
+	// notReady, when set, is what Ready answers.
+	notReady error
 }
 
 type fakeServer struct {
@@ -148,4 +151,23 @@ func (f *fakeBackend) Profiles(context.Context) ([]spawner.Profile, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.profiles, nil
+}
+
+func (f *fakeBackend) DeleteForever(_ context.Context, s serverID) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, s)
+	if srv, ok := f.servers[s]; ok {
+		if srv.status.Phase != "stopped" && srv.status.Phase != "failed" {
+			return errConflict(errors.New("stop the server first"))
+		}
+		delete(f.servers, s)
+	}
+	return nil
+}
+
+func (f *fakeBackend) Ready(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.notReady
 }

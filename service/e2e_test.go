@@ -1,4 +1,4 @@
-package main
+package service
 
 // End-to-end tests: the service program (newManagerBackend, serve) over
 // real HTTP on 127.0.0.1, against the package's simulated cluster. Each
@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,12 +24,16 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/manager"
+	"github.com/spawnkit/spawnkit/reflector"
+	"github.com/spawnkit/spawnkit/spawner"
 )
 
 // e2eTimeout bounds each request (progress streams included) and each
@@ -91,16 +96,29 @@ type e2eService struct {
 	stop func() error
 }
 
-// startService runs the program's own pieces (loadConfig,
-// newManagerBackend, serve) on a loopback port with the test token, as
-// run does; the test's cleanup stops it.
+// startService runs the package as a Go hub would mount it: a Manager
+// over the configuration file and New's handler on a loopback port with
+// the test token; the test's cleanup stops both.
 func (e *e2eEnv) startService(t *testing.T) *e2eService {
 	t.Helper()
-	cfg, err := loadConfig(e.configFile)
+	data, err := os.ReadFile(e.configFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := newManagerBackend(e.c.Client, cfg)
+	cfg, err := spawner.LoadConfig(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	registry, err := reflector.New(reflector.Options{Client: e.c.Client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.Options{Client: e.c.Client, Registry: registry, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := testr.New(t)
+	h, err := New(Options{Manager: m, Token: func() string { return testToken }, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +126,12 @@ func (e *e2eEnv) startService(t *testing.T) *e2eService {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := testr.New(t)
 	ctx, cancel := context.WithCancel(logr.NewContext(t.Context(), log))
 	done := make(chan error, 1)
-	go func() { done <- serve(ctx, ln, svc, handlerOptions{Token: testToken, Log: log}) }()
+	go func() {
+		defer registry.Close()
+		done <- serveForTest(ctx, ln, m, h)
+	}()
 	var (
 		once    sync.Once
 		stopErr error
@@ -577,4 +597,26 @@ func TestE2EBadUserOptionsLeaveNoServer(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(data)) != "[]" {
 		t.Errorf("GET /v1/servers after a refused start: %d %s, want 200 []", resp.StatusCode, data)
 	}
+}
+
+// serveForTest runs m and h on ln until ctx ends, as cmd/spawnkit-service
+// does: request contexts derive from ctx, so open progress streams end
+// with it.
+func serveForTest(ctx context.Context, ln net.Listener, m *manager.Manager, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return m.Start(gctx) })
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(gctx), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdown)
+	})
+	return g.Wait()
 }

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"bytes"
@@ -8,13 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -24,15 +27,12 @@ import (
 // maxBodyBytes bounds every request body; a larger one is refused (413).
 const maxBodyBytes = 1 << 20
 
-// handlerOptions configure newHandler. Token is required.
+// handlerOptions configure newHandler: Options without the Manager.
 type handlerOptions struct {
-	// Token is the bearer token every request must carry.
-	Token string
-	// Keepalive is how often a progress stream sends a comment so that
-	// proxies keep an idle stream open. Default: 15 s.
-	Keepalive time.Duration
-	// Log receives one line per request. Default: discard.
-	Log logr.Logger
+	Token      func() string
+	Keepalive  time.Duration
+	Log        logr.Logger
+	Registerer prometheus.Registerer
 }
 
 // api serves the v1 API over a backend. It is safe for concurrent use:
@@ -44,7 +44,7 @@ type api struct {
 
 // newHandler returns the v1 API: every path, known or not, needs the
 // bearer token, and every error is a JSON {error, reason} body.
-func newHandler(b backend, opts handlerOptions) http.Handler {
+func newHandler(b backend, opts handlerOptions) (http.Handler, error) {
 	if opts.Keepalive <= 0 {
 		opts.Keepalive = 15 * time.Second
 	}
@@ -54,23 +54,38 @@ func newHandler(b backend, opts handlerOptions) http.Handler {
 	for _, s := range []string{"/v1/users/{user}/server", "/v1/users/{user}/servers/{name}"} {
 		mux.Handle("POST "+s, a.handle(a.spawn))
 		mux.Handle("GET "+s, a.handle(a.poll))
-		mux.Handle("DELETE "+s, a.handle(a.stop))
+		mux.Handle("DELETE "+s, a.handle(a.delete))
 		mux.Handle("GET "+s+"/progress", a.handle(a.progress))
 	}
 	mux.Handle("GET /v1/servers", a.handle(a.list))
 	mux.Handle("GET /v1/users/{user}/options-form", a.handle(a.optionsForm))
 	mux.Handle("POST /v1/users/{user}/options-from-form", a.handle(a.optionsFromForm))
 	mux.Handle("GET /v1/healthz", a.handle(func(w http.ResponseWriter, r *http.Request) error {
+		if err := b.Ready(r.Context()); err != nil {
+			return err
+		}
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 		return nil
 	}))
-	return logRequests(opts.Log, requireToken(opts.Token, jsonFallback(mux)))
+	m, err := newRequestMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	// Metrics outermost but for the log: a refused token is counted too.
+	return logRequests(opts.Log, m.instrument(mux, requireToken(opts.Token, jsonFallback(mux)))), nil
 }
 
 // handle turns a handler's error into the JSON error answer.
 func (a *api) handle(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := checkPath(r); err != nil {
+			writeError(w, err)
+			return
+		}
+		if err := a.b.Ready(r.Context()); err != nil && r.Pattern != "GET /v1/healthz" {
+			// A standby, or a replica still recovering, must not
+			// answer: its state may be behind the leader's, and the hub
+			// retries on the replica that is ready.
 			writeError(w, err)
 			return
 		}
@@ -185,13 +200,33 @@ func (a *api) poll(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *api) stop(w http.ResponseWriter, r *http.Request) error {
-	now := false
-	if v := r.URL.Query().Get("now"); v != "" {
-		var err error
-		if now, err = strconv.ParseBool(v); err != nil {
-			return errBadRequest(reasonBadRequest, fmt.Errorf("now=%q: want true or false", v))
+// delete is DELETE {S}: a stop, or with forever=true the hub deleting
+// the server for good (JupyterHub's delete_forever), which is refused
+// while the server runs.
+func (a *api) delete(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "now" && k != "forever" {
+			return errBadRequest(reasonBadRequest, fmt.Errorf("unknown query parameter %q (DELETE takes now and forever)", k))
 		}
+	}
+	now, err := boolParam(q, "now")
+	if err != nil {
+		return err
+	}
+	forever, err := boolParam(q, "forever")
+	if err != nil {
+		return err
+	}
+	if forever {
+		if now {
+			return errBadRequest(reasonBadRequest, errors.New("forever=true deletes a stopped server; now applies to a stop: stop first, then delete"))
+		}
+		if err := a.b.DeleteForever(r.Context(), serverOf(r)); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
 	}
 	st, err := a.b.Stop(r.Context(), serverOf(r), now)
 	if err != nil {
@@ -199,6 +234,23 @@ func (a *api) stop(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, st)
 	return nil
+}
+
+// boolParam reads a query parameter given once as true or false (absent:
+// false).
+func boolParam(q url.Values, name string) (bool, error) {
+	vs, ok := q[name]
+	if !ok {
+		return false, nil
+	}
+	if len(vs) != 1 {
+		return false, errBadRequest(reasonBadRequest, fmt.Errorf("%s is given %d times: give it once", name, len(vs)))
+	}
+	b, err := strconv.ParseBool(vs[0])
+	if err != nil {
+		return false, errBadRequest(reasonBadRequest, fmt.Errorf("%s=%q: want true or false", name, vs[0]))
+	}
+	return b, nil
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) error {
@@ -256,6 +308,9 @@ func writeError(w http.ResponseWriter, err error) {
 	var ae *apiError
 	if errors.As(err, &ae) {
 		code, reason = ae.Status, ae.Reason
+		if ae.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(ae.RetryAfter/time.Second)))
+		}
 	}
 	writeJSON(w, code, errorBody{Error: err.Error(), Reason: reason})
 }
@@ -263,13 +318,17 @@ func writeError(w http.ResponseWriter, err error) {
 // requireToken refuses any request without "Authorization: Bearer
 // <token>". Both sides are hashed first so that the constant-time compare
 // does not leak the token's length either.
-func requireToken(token string, next http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(token))
+//
+// token is asked on every request, so a rotated token takes effect at
+// once; while it is "" nothing is accepted.
+func requireToken(token func() string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		current := token()
+		want := sha256.Sum256([]byte(current))
 		scheme, cred, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		got := sha256.Sum256([]byte(strings.TrimSpace(cred)))
 		// The scheme is case-insensitive (RFC 9110 section 11.1).
-		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		if current == "" || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="spawnkit"`)
 			writeError(w, &apiError{Status: http.StatusUnauthorized, Reason: reasonUnauthorized,
 				Err: errors.New("missing or wrong token: send Authorization: Bearer <token>")})
@@ -325,10 +384,28 @@ func logRequests(log logr.Logger, next http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(sw, r.WithContext(logr.NewContext(r.Context(), log)))
-		log.Info("request", "method", r.Method, "path", r.URL.EscapedPath(), "query", r.URL.RawQuery,
+		log.Info("request", "method", r.Method, "path", r.URL.EscapedPath(), "query", queryKeys(r.URL),
 			"status", sw.code, "bytes", sw.bytes, "duration", time.Since(start).Round(time.Microsecond).String(),
 			"remote", r.RemoteAddr)
 	})
+}
+
+// queryKeys is the query string with every value replaced by "...": the
+// request log shows which parameters came (now, forever) but never their
+// values, so a token a client put in the query string is never logged.
+func queryKeys(u *url.URL) string {
+	if u.RawQuery == "" {
+		return ""
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil && len(q) == 0 {
+		return "(unparsable)"
+	}
+	keys := slices.Sorted(maps.Keys(q))
+	for i, k := range keys {
+		keys[i] = url.QueryEscape(k) + "=..."
+	}
+	return strings.Join(keys, "&")
 }
 
 // statusWriter records what was answered. Unwrap lets

@@ -1,17 +1,14 @@
 // This file is the only one that knows manager.Manager: it adapts the
 // Manager to the backend the HTTP API uses.
 
-package main
+package service
 
 import (
 	"context"
 	"errors"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/naming"
-	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
@@ -21,22 +18,25 @@ type managerBackend struct {
 	m *manager.Manager
 }
 
-var _ service = (*managerBackend)(nil)
+var _ backend = (*managerBackend)(nil)
 
-// newManagerBackend makes the process's one registry and Manager.
-func newManagerBackend(client kubernetes.Interface, cfg spawner.Config) (service, error) {
-	registry, err := reflector.New(reflector.Options{Client: client})
-	if err != nil {
-		return nil, err
+// Ready is one lock while leading (every request asks). Before the
+// Manager has recovered the cluster's servers a request waits for it, as
+// the Manager's own calls do, bounded by the request; then a standby is
+// NotLeader, with the Manager's Health naming the cause.
+func (b *managerBackend) Ready(ctx context.Context) error {
+	if b.m.Leading() {
+		return nil
 	}
-	m, err := manager.New(manager.Options{Client: client, Registry: registry, Config: cfg})
-	if err != nil {
-		return nil, err
+	if err := b.m.WaitReady(ctx); err != nil {
+		return managerError(err)
 	}
-	return &managerBackend{m: m}, nil
+	return managerError(b.m.Health().Ready())
 }
 
-func (b *managerBackend) Start(ctx context.Context) error { return b.m.Start(ctx) }
+func (b *managerBackend) DeleteForever(ctx context.Context, s serverID) error {
+	return managerError(b.m.DeleteForever(ctx, toServer(s, 0)))
+}
 
 func toServer(s serverID, userID int64) naming.Server {
 	return naming.Server{Username: s.User, Servername: s.Name, UserID: userID}
@@ -121,6 +121,12 @@ func managerError(err error) error {
 	var pe *spawner.ProfileError
 	var se *spawner.StartError
 	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, manager.ErrNotLeader):
+		return errUnavailable(reasonNotLeader, err)
+	case errors.Is(err, manager.ErrNotRunning), errors.Is(err, manager.ErrShutdown):
+		return errUnavailable(reasonNotReady, err)
 	case errors.Is(err, manager.ErrNotFound):
 		return errNotFound(err)
 	case errors.Is(err, manager.ErrBusy):

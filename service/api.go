@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -36,6 +36,15 @@ type backend interface {
 	Events(ctx context.Context, s serverID) (<-chan progressEvent, error)
 	// Profiles is the profile list the options form offers (read-only).
 	Profiles(ctx context.Context) ([]spawner.Profile, error)
+	// DeleteForever deletes a stopped server for good (JupyterHub's
+	// delete_forever: its claim when so configured); a server that is
+	// not stopped is a conflict.
+	DeleteForever(ctx context.Context, s serverID) error
+	// Ready is nil when this replica may answer; else an error made with
+	// errUnavailable (503) naming why. It is called on every request, so
+	// it must be cheap once the replica is ready; before, it may wait,
+	// bounded by ctx.
+	Ready(ctx context.Context) error
 }
 
 // serverID names a server; Name "" is the user's default server.
@@ -111,6 +120,8 @@ const (
 	reasonTooLarge           = "RequestEntityTooLarge"
 	reasonMethodNotAllowed   = "MethodNotAllowed"
 	reasonInternal           = "InternalError"
+	reasonNotLeader          = "NotLeader"
+	reasonNotReady           = "NotReady"
 )
 
 // apiError is an error the API answers with its own status and reason
@@ -119,6 +130,8 @@ type apiError struct {
 	Status int    // HTTP status
 	Reason string // CamelCase reason
 	Err    error
+	// RetryAfter, when set, is sent as Retry-After (whole seconds).
+	RetryAfter time.Duration
 }
 
 func (e *apiError) Error() string { return e.Err.Error() }
@@ -138,4 +151,11 @@ func errConflict(err error) error {
 // reasonBadRequest or reasonInvalidUserOptions.
 func errBadRequest(reason string, err error) error {
 	return &apiError{Status: http.StatusBadRequest, Reason: reason, Err: err}
+}
+
+// errUnavailable reports a replica that must not answer now (503, with
+// Retry-After): reason reasonNotLeader (another replica leads) or
+// reasonNotReady (still recovering, or stopped).
+func errUnavailable(reason string, err error) error {
+	return &apiError{Status: http.StatusServiceUnavailable, Reason: reason, Err: err, RetryAfter: time.Second}
 }

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"bufio"
@@ -35,7 +35,11 @@ func newTestAPI(t *testing.T, keepalive time.Duration) *testAPI {
 		defer ta.mu.Unlock()
 		ta.logs = append(ta.logs, args)
 	}, funcr.Options{})
-	srv := httptest.NewServer(newHandler(ta.fake, handlerOptions{Token: testToken, Keepalive: keepalive, Log: log}))
+	h, err := newHandler(ta.fake, handlerOptions{Token: func() string { return testToken }, Keepalive: keepalive, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	ta.url = srv.URL
 	return ta

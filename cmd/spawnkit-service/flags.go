@@ -1,0 +1,105 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"time"
+)
+
+// flags are the command line, validated as a whole by parseFlags.
+type flags struct {
+	kubeconfig, config  string
+	listen, probeListen string
+	tokenFile           string
+	tlsCertFile         string
+	tlsKeyFile          string
+	leaderElect         bool
+	leaseNamespace      string
+	leaseName           string
+	leaseIdentity       string
+	leaseDuration       time.Duration
+	renewDeadline       time.Duration
+	retryPeriod         time.Duration
+	reloadInterval      time.Duration
+	kubeQPS             float64
+	kubeBurst           int
+	check, version      bool
+}
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (flags, error) {
+	var f flags
+	fs := flag.NewFlagSet("spawnkit-service", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+	fs.StringVar(&f.config, "config", "", "KubeSpawner-style YAML configuration (spawner.LoadConfig); none: an empty configuration")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8081", "address of the API; beyond loopback, give -tls-cert-file and -tls-key-file")
+	fs.StringVar(&f.probeListen, "probe-listen", "127.0.0.1:8082", "address of /livez, /readyz and /metrics (no token, no user data); \"\" turns them off")
+	fs.StringVar(&f.tokenFile, "token-file", "", "file holding the API token (surrounding whitespace trimmed), re-read when it changes; wins over $"+tokenEnv)
+	fs.StringVar(&f.tlsCertFile, "tls-cert-file", "", "PEM certificate chain for the API (with -tls-key-file), re-read when it changes")
+	fs.StringVar(&f.tlsKeyFile, "tls-key-file", "", "PEM private key of -tls-cert-file")
+	fs.BoolVar(&f.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a Lease acts, the others stand by (503 NotLeader)")
+	fs.StringVar(&f.leaseNamespace, "leader-elect-namespace", "", "namespace of the Lease (default: $POD_NAMESPACE, else the configuration's namespace)")
+	fs.StringVar(&f.leaseName, "leader-elect-name", "spawnkit-service", "name of the Lease")
+	fs.StringVar(&f.leaseIdentity, "leader-elect-identity", "", "this replica's name in the Lease (default: $POD_NAME, else host name and process id)")
+	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the leader last renewed before it takes over")
+	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops acting")
+	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "wait between tries to take or renew the Lease")
+	fs.DurationVar(&f.reloadInterval, "reload-interval", 2*time.Second, "how often the token and certificate files are checked for changes")
+	fs.Float64Var(&f.kubeQPS, "kube-api-qps", 50, "client-side rate limit on API server requests per second (client-go's default of 5 throttles spawns)")
+	fs.IntVar(&f.kubeBurst, "kube-api-burst", 100, "burst of -kube-api-qps")
+	fs.BoolVar(&f.check, "check", false, "check the flags, the token, the configuration and the certificate, then exit without contacting the cluster")
+	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return flags{}, err
+	}
+	if fs.NArg() > 0 {
+		return flags{}, fmt.Errorf("unexpected arguments %q (all settings are flags; see -h)", fs.Args())
+	}
+	if f.version {
+		return f, nil
+	}
+	if f.leaseNamespace == "" {
+		f.leaseNamespace = getenv("POD_NAMESPACE")
+	}
+	if f.leaseIdentity == "" {
+		f.leaseIdentity = getenv("POD_NAME")
+	}
+	return f, f.validate()
+}
+
+// validate checks what needs no file and no cluster, naming every flag
+// that is wrong.
+func (f flags) validate() error {
+	var errs []error
+	for _, a := range []struct{ name, value string }{{"-listen", f.listen}, {"-probe-listen", f.probeListen}} {
+		if a.value == "" && a.name == "-probe-listen" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.value); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: want host:port (e.g. 127.0.0.1:8081, or :8081 for every interface): %v", a.name, a.value, err))
+		}
+	}
+	if f.probeListen != "" && f.probeListen == f.listen {
+		errs = append(errs, fmt.Errorf("-probe-listen %q is -listen's address: the probes have no token, so they need an address of their own", f.probeListen))
+	}
+	if (f.tlsCertFile == "") != (f.tlsKeyFile == "") {
+		errs = append(errs, errors.New("-tls-cert-file and -tls-key-file go together: give both or neither"))
+	}
+	if f.leaderElect {
+		if f.leaseName == "" {
+			errs = append(errs, errors.New("-leader-elect-name is empty: the Lease needs a name"))
+		}
+		// The durations are checked by the Manager's LeaderElection
+		// (client-go's rules), with the flag names added in prepare.
+	}
+	if f.reloadInterval <= 0 {
+		errs = append(errs, fmt.Errorf("-reload-interval %s: want a positive duration", f.reloadInterval))
+	}
+	if f.kubeQPS <= 0 || f.kubeBurst <= 0 {
+		errs = append(errs, fmt.Errorf("-kube-api-qps %g and -kube-api-burst %d: want positive numbers", f.kubeQPS, f.kubeBurst))
+	}
+	return errors.Join(errs...)
+}

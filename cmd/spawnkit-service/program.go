@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/spawnkit/spawnkit/manager"
+	"github.com/spawnkit/spawnkit/reflector"
+	"github.com/spawnkit/spawnkit/service"
+	"github.com/spawnkit/spawnkit/spawner"
+)
+
+// program is everything run checked before it serves: nothing in it has
+// contacted the cluster yet.
+type program struct {
+	f     flags
+	log   logr.Logger
+	token *tokenSource
+	cert  *certSource // nil without TLS
+	cfg   spawner.Config
+	rest  *rest.Config
+}
+
+// prepare reads and checks every file the flags name, and the
+// configuration as the Manager will use it, so that -check and a real
+// start fail alike and before anything runs.
+func prepare(f flags, getenv func(string) string, stderr io.Writer) (*program, error) {
+	p := &program{f: f, log: newLogger(stderr), token: &tokenSource{}}
+	token, err := loadToken(f.tokenFile, getenv)
+	if err != nil {
+		return nil, err
+	}
+	p.token.set(token)
+	if p.cfg, err = loadConfig(f.config); err != nil {
+		return nil, err
+	}
+	if f.tlsCertFile != "" {
+		p.cert = &certSource{certFile: f.tlsCertFile, keyFile: f.tlsKeyFile}
+		if err := p.cert.load(); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case f.check && f.kubeconfig == "":
+		// -check runs where the pod's args are written (a laptop, CI),
+		// not in the cluster: the cluster is not part of the check. Any
+		// address does for the Manager's own checks, which make no call.
+		p.rest = &rest.Config{Host: "https://kubernetes.default.svc"}
+	default:
+		if p.rest, err = restConfig(f); err != nil {
+			return nil, err
+		}
+	}
+	// The configuration and the election settings, checked as the
+	// Manager checks them (no API call is made before Start).
+	client, err := kubernetes.NewForConfig(p.rest)
+	if err != nil {
+		return nil, fmt.Errorf("the cluster config: %w", err)
+	}
+	if _, err := p.newManager(client, nil, nil); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func loadConfig(file string) (spawner.Config, error) {
+	if file == "" {
+		return spawner.Config{}, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return spawner.Config{}, fmt.Errorf("reading the configuration: %w", err)
+	}
+	cfg, err := spawner.LoadConfig(data)
+	if err != nil {
+		return spawner.Config{}, fmt.Errorf("configuration %s: %w", file, err)
+	}
+	return cfg, nil
+}
+
+func restConfig(f flags) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = f.kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading the cluster config: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(f.kubeQPS), f.kubeBurst
+	cfg.UserAgent = "spawnkit-service/" + spawner.Version
+	return cfg, nil
+}
+
+// newManager makes the Manager the flags describe; registry nil makes a
+// throwaway one (prepare's check).
+func (p *program) newManager(client kubernetes.Interface, registry *reflector.Registry, reg prometheus.Registerer) (*manager.Manager, error) {
+	if registry == nil {
+		var err error
+		if registry, err = reflector.New(reflector.Options{Client: client}); err != nil {
+			return nil, err
+		}
+		defer registry.Close()
+	}
+	opts := manager.Options{Client: client, Registry: registry, Config: p.cfg, Registerer: reg}
+	if p.f.leaderElect {
+		opts.LeaderElection = &manager.LeaderElection{
+			Namespace: p.f.leaseNamespace, Name: p.f.leaseName, Identity: p.f.leaseIdentity,
+			LeaseDuration: p.f.leaseDuration, RenewDeadline: p.f.renewDeadline, RetryPeriod: p.f.retryPeriod,
+		}
+	}
+	m, err := manager.New(opts)
+	if err != nil && p.f.leaderElect && strings.Contains(err.Error(), "LeaderElection") {
+		return nil, fmt.Errorf("%w (flags -leader-elect-lease-duration, -leader-elect-renew-deadline, -leader-elect-retry-period)", err)
+	}
+	return m, err
+}
+
+func newLogger(w io.Writer) logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		if prefix != "" {
+			args = prefix + ": " + args
+		}
+		fmt.Fprintln(w, args)
+	}, funcr.Options{LogTimestamp: true})
+}
+
+// serve runs the Manager, the API, the probes and the file watcher until
+// ctx ends or one of them fails. On ctx's end the Manager stops acting
+// (its starts are detached, never deleted) and gives its Lease back; the
+// API then closes (open progress streams end with ctx too).
+func (p *program) serve(ctx context.Context) error {
+	log := p.log
+	ctx = logr.NewContext(ctx, log)
+	client, err := kubernetes.NewForConfig(p.rest)
+	if err != nil {
+		return err
+	}
+	registry, err := reflector.New(reflector.Options{Client: client})
+	if err != nil {
+		return err
+	}
+	defer registry.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m, err := p.newManager(client, registry, reg)
+	if err != nil {
+		return err
+	}
+	api, err := service.New(service.Options{Manager: m, Token: p.token.get, Log: log, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", p.f.listen)
+	if err != nil {
+		return fmt.Errorf("-listen: %w", err)
+	}
+	var probeLn net.Listener
+	if p.f.probeListen != "" {
+		if probeLn, err = net.Listen("tcp", p.f.probeListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("-probe-listen: %w", err)
+		}
+	}
+	scheme := "http"
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	if p.cert != nil {
+		scheme = "https"
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: p.cert.getCertificate}
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	} else if !isLoopback(ln.Addr()) {
+		log.Info("WARNING: the API listens beyond loopback without TLS; anyone who can reach it sees the token, and with it creates pods (give -tls-cert-file and -tls-key-file)", "address", ln.Addr().String())
+	}
+	servers := []*http.Server{srv}
+	listeners := []net.Listener{ln}
+	if probeLn != nil {
+		probes, err := service.Probes(service.ProbeOptions{Manager: m, Gatherer: reg, Ping: func(ctx context.Context) error {
+			return client.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
+		}})
+		if err != nil {
+			return err
+		}
+		servers = append(servers, &http.Server{Handler: probes, ReadHeaderTimeout: 10 * time.Second})
+		listeners = append(listeners, probeLn)
+		log.Info("serving the probes and metrics", "url", "http://"+probeLn.Addr().String()+"/readyz")
+	}
+	log.Info("serving the spawner API", "url", scheme+"://"+ln.Addr().String()+"/v1/", "leaderElect", p.f.leaderElect, "version", spawner.Version)
+
+	g, gctx := errgroup.WithContext(ctx)
+	managerDone := make(chan struct{})
+	g.Go(func() error {
+		defer close(managerDone)
+		return m.Start(gctx)
+	})
+	var watched []*reloadable
+	if p.f.tokenFile != "" {
+		watched = append(watched, &reloadable{what: "API token", files: []string{p.f.tokenFile}, reload: func() error {
+			token, err := readToken(p.f.tokenFile)
+			if err == nil {
+				p.token.set(token)
+			}
+			return err
+		}})
+	}
+	if p.cert != nil {
+		watched = append(watched, &reloadable{what: "TLS certificate", files: []string{p.f.tlsCertFile, p.f.tlsKeyFile}, reload: p.cert.load})
+	}
+	if len(watched) > 0 {
+		g.Go(func() error { return watchFiles(gctx, p.f.reloadInterval, log, watched...) })
+	}
+	for i, s := range servers {
+		g.Go(func() error {
+			if err := s.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		<-gctx.Done()
+		// The API closes once the Manager has stopped acting: a request
+		// meanwhile gets 503 NotLeader or NotReady, not a dropped
+		// connection. The probes close last, so a kubelet sees the
+		// replica go unready rather than vanish.
+		<-managerDone
+		var errs []error
+		for _, s := range servers {
+			shutdown, cancel := context.WithTimeout(context.WithoutCancel(gctx), 5*time.Second)
+			errs = append(errs, s.Shutdown(shutdown))
+			cancel()
+		}
+		return errors.Join(errs...)
+	})
+	return g.Wait()
+}
+
+func isLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}

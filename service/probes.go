@@ -1,0 +1,159 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/spawnkit/spawnkit/manager"
+)
+
+// ProbeOptions configure Probes. Manager is required.
+type ProbeOptions struct {
+	// Manager is the Manager the API serves.
+	Manager *manager.Manager
+	// Ping asks the API server a question that any identity may ask
+	// (cmd/spawnkit-service asks for its version: GET /version is open
+	// to every authenticated client by Kubernetes' default RBAC), bounded
+	// by its ctx. Nil: readiness does not check the API server.
+	Ping func(ctx context.Context) error
+	// PingTimeout bounds Ping; a readiness probe also reuses an answer
+	// younger than PingTimeout, so that probes (which need no token)
+	// cannot be used to flood the API server. Default: 5 s.
+	PingTimeout time.Duration
+	// Gatherer serves /metrics (prometheus.DefaultGatherer for the
+	// process's runtime metrics plus what was registered there). Nil: no
+	// /metrics.
+	Gatherer prometheus.Gatherer
+}
+
+// Probes returns the handler for Kubernetes' probes and Prometheus,
+// meant for an address of its own, without the API's token (they carry no
+// user data: no names, no URLs, no options):
+//
+//	GET /livez    200 while the process serves and the Manager's loops turn
+//	              (Manager.Live); 500 naming what is wedged
+//	GET /readyz   200 once the Manager has recovered the cluster's servers,
+//	              its pod informer has synced, it leads (with election), and
+//	              the API server answered Ping within PingTimeout; else 503
+//	GET /metrics  Prometheus text format, from Gatherer
+//
+// The bodies follow the API server's own /readyz: one "[+]name ok" or
+// "[-]name failed: reason" line per check, then a verdict.
+func Probes(opts ProbeOptions) (http.Handler, error) {
+	if opts.Manager == nil {
+		return nil, errors.New("service: ProbeOptions.Manager is required")
+	}
+	if opts.PingTimeout <= 0 {
+		opts.PingTimeout = 5 * time.Second
+	}
+	p := &probes{opts: opts}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /livez", p.livez)
+	mux.HandleFunc("GET /readyz", p.readyz)
+	if opts.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	}
+	return mux, nil
+}
+
+type probes struct {
+	opts ProbeOptions
+	// mu guards the last ping's outcome; a probe that finds it fresh
+	// reuses it.
+	mu      sync.Mutex
+	pinged  time.Time
+	pingErr error
+}
+
+type check struct {
+	name string
+	err  error
+}
+
+func (p *probes) livez(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	writeChecks(w, http.StatusInternalServerError, "livez", []check{{"manager", p.opts.Manager.Live(ctx)}})
+}
+
+func (p *probes) readyz(w http.ResponseWriter, r *http.Request) {
+	h := p.opts.Manager.Health()
+	checks := []check{{"manager", nil}, {"informers", nil}}
+	if !h.Running {
+		checks[0].err = errors.New("has not recovered the cluster's servers yet, or has stopped")
+	}
+	if !h.Pods.Synced {
+		checks[1].err = errors.New("the pod informer has not synced")
+		if h.Pods.LastError != nil {
+			checks[1].err = fmt.Errorf("the pod informer has not synced; last list or watch error: %w", h.Pods.LastError)
+		}
+	}
+	if h.Electing {
+		c := check{name: "leader"}
+		switch {
+		case h.Leading:
+		case h.LeaseError != nil:
+			c.err = fmt.Errorf("cannot reach the Lease since %s: %w", h.LeaseErrorSince.UTC().Format(time.RFC3339), h.LeaseError)
+		default:
+			c.err = errors.New("standing by: another replica holds the Lease")
+		}
+		checks = append(checks, c)
+	}
+	if p.opts.Ping != nil {
+		checks = append(checks, check{"apiserver", p.ping(r.Context())})
+	}
+	writeChecks(w, http.StatusServiceUnavailable, "readyz", checks)
+}
+
+// ping asks the API server, or reuses an answer younger than
+// PingTimeout. Concurrent probes share one call (the lock is held
+// through it).
+func (p *probes) ping(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.pinged.IsZero() && time.Since(p.pinged) < p.opts.PingTimeout {
+		return p.pingErr
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.PingTimeout)
+	defer cancel()
+	err := p.opts.Ping(ctx)
+	if err != nil {
+		err = fmt.Errorf("the API server did not answer within %s: %w", p.opts.PingTimeout, err)
+	}
+	p.pinged, p.pingErr = time.Now(), err
+	return err
+}
+
+func writeChecks(w http.ResponseWriter, failCode int, name string, checks []check) {
+	var b strings.Builder
+	failed := false
+	for _, c := range checks {
+		if c.err != nil {
+			failed = true
+			fmt.Fprintf(&b, "[-]%s failed: %s\n", c.name, oneLine(c.err))
+		} else {
+			fmt.Fprintf(&b, "[+]%s ok\n", c.name)
+		}
+	}
+	code := http.StatusOK
+	if failed {
+		code = failCode
+		fmt.Fprintf(&b, "%s check failed\n", name)
+	} else {
+		fmt.Fprintf(&b, "%s check passed\n", name)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
