@@ -38,8 +38,10 @@
 // over Spawners: one state machine per server driven by pod events, Watch
 // for status changes, recovery from what each pod records after a
 // restart, optional leader election, and Prometheus metrics.
-// examples/spawner-service puts a Manager behind an HTTP API, and
-// examples/jupyterhub lets a real JupyterHub drive that service.
+// Package service puts a Manager behind an HTTP API, cmd/spawnkit-service
+// deploys that API (replicas with leader election, probes, metrics, TLS;
+// manifests in deploy/), and examples/jupyterhub lets a real JupyterHub
+// drive it.
 //
 // # orphan
 //

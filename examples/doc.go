@@ -1,10 +1,8 @@
 // Package examples holds spawnkit's reference programs, one directory
 // each, with a README: quickstart spawns, polls and stops three servers
 // on a simulated cluster (the README's main command); devcluster starts
-// the simulated cluster alone; spawner-service runs manager.Manager
-// behind a versioned, token-authenticated HTTP API for hubs in other
-// languages (JupyterHub above all); jupyterhub is the JupyterHub Spawner
-// class that drives it, tested against a real JupyterHub; orphan-sweeper
-// lists and deletes
-// objects no known server owns.
+// the simulated cluster alone; jupyterhub is the JupyterHub Spawner class
+// that drives cmd/spawnkit-service (the spawner service, no longer an
+// example), tested against a real JupyterHub; orphan-sweeper lists and
+// deletes objects no known server owns.
 package examples

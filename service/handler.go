@@ -294,7 +294,11 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	// application/json is never rendered as HTML: messages keep their
+	// < and > readable.
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
 }
 
 // errorBody is every error answer.

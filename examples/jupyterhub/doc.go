@@ -1,6 +1,6 @@
 // Package jupyterhub holds SpawnkitSpawner (spawnkit_spawner.py), a
-// JupyterHub Spawner that drives spawnkit through the spawner-service
-// (examples/spawner-service), with an example jupyterhub_config.py and the
+// JupyterHub Spawner that drives spawnkit through the spawner service
+// (cmd/spawnkit-service), with an example jupyterhub_config.py and the
 // service's KubeSpawner-style YAML. See README.md.
 //
 // Its Go test runs a real JupyterHub (Debian's) with configurable-http-proxy

@@ -54,6 +54,7 @@ func TestJupyterHub(t *testing.T) {
 	t.Run("StartTimeout", func(t *testing.T) { testStartTimeout(t, s) })
 	t.Run("ExitCode", func(t *testing.T) { testExitCode(t, s) })
 	t.Run("Stop", func(t *testing.T) { testStop(t, s) })
+	t.Run("DeleteForever", func(t *testing.T) { testDeleteForever(t, s) })
 }
 
 // A start's progress stream carries spawnkit's events and ends ready; the
@@ -315,6 +316,41 @@ func testStop(t *testing.T, s *stack) {
 	} else if len(list.Items) != 0 {
 		t.Errorf("%d pods left in %s, want none", len(list.Items), namespace)
 	}
+}
+
+// Removing a named server through JupyterHub's API stops it and calls
+// the Spawner's delete_forever: the service deletes the server's claim,
+// as KubeSpawner does; the user's other server keeps its own.
+func testDeleteForever(t *testing.T, s *stack) {
+	ctx := t.Context()
+	claims := s.cluster.Client.CoreV1().PersistentVolumeClaims(namespace)
+	for _, server := range []string{"", "data"} {
+		s.startServer(ctx, t, "grace", server, map[string]string{"profile": "storage"})
+		s.waitServer(ctx, t, "grace", server, 60*time.Second, "ready", ready)
+	}
+	for _, name := range []string{"claim-grace", "claim-grace--data"} {
+		if _, err := claims.Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Fatalf("claim %s after the start: %v", name, err)
+		}
+	}
+	// remove: true is JupyterHub's "delete the named server for good".
+	s.mustAPI(ctx, t, http.MethodDelete, serverPath("grace", "data"), map[string]bool{"remove": true}, http.StatusNoContent, http.StatusAccepted)
+	eventually(t, 100*time.Millisecond, 60*time.Second, func() error {
+		c, err := claims.Get(ctx, "claim-grace--data", metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			t.Fatal(err)
+		}
+		return fmt.Errorf("claim %s still exists (deletion timestamp %v)", c.Name, c.DeletionTimestamp)
+	})
+	waitNoPods(t, s, "grace", "data", 10*time.Second)
+	if _, err := claims.Get(ctx, "claim-grace", metav1.GetOptions{}); err != nil {
+		t.Errorf("the default server's claim after deleting the named one: %v", err)
+	}
+	s.mustAPI(ctx, t, http.MethodDelete, serverPath("grace", ""), nil, http.StatusNoContent, http.StatusAccepted)
+	s.waitServer(ctx, t, "grace", "", 30*time.Second, "stopped", gone)
 }
 
 // waitNoPods waits until the server has no pod in the API server.

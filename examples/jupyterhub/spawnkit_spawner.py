@@ -2,7 +2,7 @@
 
 JupyterHub keeps its users, tokens, proxy and pages; the Kubernetes work
 (pods, claims, events, profiles, recovery) is done by the spawner-service
-(examples/spawner-service), a Go program built on spawnkit's Manager that
+(cmd/spawnkit-service), a Go service built on spawnkit's Manager that
 reads a KubeSpawner-style YAML configuration. This class speaks its HTTP
 API (v1) and nothing else:
 
@@ -187,10 +187,33 @@ class SpawnkitSpawner(Spawner):
     async def _request(self, method, path, body=None, query=None, not_found_ok=False):
         """One request to the service; returns the decoded JSON body.
 
+        A replica that must not answer (503 NotLeader: it stands by while
+        another replica leads; NotReady: it is shutting down) is asked
+        again every service_retry_interval for up to
+        service_request_timeout, so a failover between service replicas
+        does not fail the hub's call: every request is safe to repeat
+        (a start is idempotent, a stop of a stopped server succeeds).
+
         Raises SpawnkitError for a refusal (4xx) and ServiceUnavailable
         when the service is unreachable or fails (5xx). With not_found_ok a
         404 returns None.
         """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.service_request_timeout
+        while True:
+            try:
+                return await self._request_once(method, path, body, query, not_found_ok)
+            except ServiceUnavailable as e:
+                if e.reason not in ("NotLeader", "NotReady"):
+                    raise
+                if loop.time() + self.service_retry_interval > deadline:
+                    raise
+                self.log.info(
+                    "spawnkit service replica answered %s for %s %s; asking again", e.reason, method, path
+                )
+                await asyncio.sleep(self.service_retry_interval)
+
+    async def _request_once(self, method, path, body, query, not_found_ok):
         headers = {}
         payload = None
         if body is not None:
@@ -366,6 +389,18 @@ class SpawnkitSpawner(Spawner):
         status = await self._request("DELETE", self._server_path(), query=query, not_found_ok=True)
         if status:
             self._remember(status)
+
+    async def delete_forever(self):
+        """JupyterHub deletes the user, or this named server, for good.
+
+        The service deletes the server's claim when delete_pvc is on (for
+        a named server only when the claim's name template names the
+        server), as KubeSpawner's delete_forever does; it refuses (409)
+        while the server runs, which JupyterHub never asks for.
+        """
+        await self._request("DELETE", self._server_path(), query={"forever": "true"}, not_found_ok=True)
+        self._service_state = None
+        self._server_url = ""
 
     async def get_url(self):
         try:
