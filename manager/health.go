@@ -50,6 +50,10 @@ func (h Health) Ready() error {
 	if !h.Pods.Synced {
 		errs = append(errs, errors.New("manager: the pod informer has not synced"))
 	}
+	if h.Running && !h.Electing && !h.Leading {
+		// Without election the one term ends only with Start's ctx.
+		errs = append(errs, fmt.Errorf("%w: the Manager is shutting down", ErrNotRunning))
+	}
 	if h.Running && h.Electing && !h.Leading {
 		if h.LeaseError != nil {
 			errs = append(errs, fmt.Errorf("%w: the Lease cannot be reached since %s: %w", ErrNotLeader, h.LeaseErrorSince.UTC().Format(time.RFC3339), h.LeaseError))

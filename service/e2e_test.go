@@ -29,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/manager"
@@ -66,11 +67,13 @@ profile_list:
 		testcluster.ExitCodeAnnotation, testcluster.ExitAfterAnnotation)
 }
 
-// e2eEnv is one test's namespace and the configuration file naming it.
+// e2eEnv is one test's namespace, the configuration file naming it, and
+// the service's identity: a user with only deploy/role.yaml's Roles there.
 type e2eEnv struct {
 	c          *testcluster.Cluster
 	ns         string
 	configFile string
+	service    kubernetes.Interface
 }
 
 func newE2E(t *testing.T) *e2eEnv {
@@ -85,7 +88,7 @@ func newE2E(t *testing.T) *e2eEnv {
 	if err := os.WriteFile(file, []byte(e2eConfig(ns.Name)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &e2eEnv{c: c, ns: ns.Name, configFile: file}
+	return &e2eEnv{c: c, ns: ns.Name, configFile: file, service: serviceIdentity(t, c, ns.Name)}
 }
 
 // e2eService is one running instance of the service program.
@@ -109,11 +112,11 @@ func (e *e2eEnv) startService(t *testing.T) *e2eService {
 	if err != nil {
 		t.Fatal(err)
 	}
-	registry, err := reflector.New(reflector.Options{Client: e.c.Client})
+	registry, err := reflector.New(reflector.Options{Client: e.service})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := manager.New(manager.Options{Client: e.c.Client, Registry: registry, Config: cfg})
+	m, err := manager.New(manager.Options{Client: e.service, Registry: registry, Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
