@@ -16,7 +16,7 @@ func TestServiceConfigs(t *testing.T) {
 		profiles   int
 	}{
 		{"example", "spawner-service.yaml", 2},
-		{"test", "testdata/spawner-service.yaml", 5},
+		{"test", "testdata/spawner-service.yaml", 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data, err := os.ReadFile(tc.file)

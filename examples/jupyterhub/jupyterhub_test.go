@@ -324,6 +324,7 @@ func testStop(t *testing.T, s *stack) {
 func testDeleteForever(t *testing.T, s *stack) {
 	ctx := t.Context()
 	claims := s.cluster.Client.CoreV1().PersistentVolumeClaims(namespace)
+	s.createUser(ctx, t, "grace")
 	for _, server := range []string{"", "data"} {
 		s.startServer(ctx, t, "grace", server, map[string]string{"profile": "storage"})
 		s.waitServer(ctx, t, "grace", server, 60*time.Second, "ready", ready)
