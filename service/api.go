@@ -62,6 +62,9 @@ type spawnRequest struct {
 	// Cmd nil means the configuration's cmd.
 	Cmd, Args []string
 	UserID    int64
+	// HubVersion is the hub's version, written on the pod as
+	// hub.jupyter.org/jupyterhub-version (as KubeSpawner does).
+	HubVersion string
 }
 
 // serverStatus is the status JSON of every server endpoint.

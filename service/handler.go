@@ -122,6 +122,7 @@ func (a *api) spawn(w http.ResponseWriter, r *http.Request) error {
 		Cmd         []string                   `json:"cmd"`
 		Args        []string                   `json:"args"`
 		UserID      int64                      `json:"user_id"`
+		HubVersion  string                     `json:"hub_version"`
 	}
 	if err := readJSON(w, r, &body); err != nil {
 		return err
@@ -134,7 +135,7 @@ func (a *api) spawn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	req := spawnRequest{UserOptions: opts, Env: env, Args: body.Args, UserID: body.UserID}
+	req := spawnRequest{UserOptions: opts, Env: env, Args: body.Args, UserID: body.UserID, HubVersion: body.HubVersion}
 	if len(body.Cmd) > 0 {
 		req.Cmd = body.Cmd
 	}

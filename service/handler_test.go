@@ -234,12 +234,12 @@ func TestSpawnPassesTheRequest(t *testing.T) {
 	ta.do(t, "POST", "/v1/users/alice/servers/lab", `{
 		"user_options": {"profile": "gpu", "image": ["pangeo"], "image--unlisted-choice": ""},
 		"env": {"JUPYTERHUB_API_TOKEN": "t", "A_FIRST": "1", "M": ""},
-		"cmd": ["jupyterhub-singleuser"], "args": ["--debug"], "user_id": 7}`)
+		"cmd": ["jupyterhub-singleuser"], "args": ["--debug"], "user_id": 7, "hub_version": "5.3.0"}`)
 	ta.do(t, "POST", "/v1/users/bob/server", `{"cmd": []}`)
 	want := []spawnRequest{{
 		UserOptions: map[string]string{"profile": "gpu", "image": "pangeo", "image--unlisted-choice": ""},
 		Env:         []corev1.EnvVar{{Name: "A_FIRST", Value: "1"}, {Name: "JUPYTERHUB_API_TOKEN", Value: "t"}, {Name: "M"}},
-		Cmd:         []string{"jupyterhub-singleuser"}, Args: []string{"--debug"}, UserID: 7,
+		Cmd:         []string{"jupyterhub-singleuser"}, Args: []string{"--debug"}, UserID: 7, HubVersion: "5.3.0",
 	}, {
 		UserOptions: map[string]string{}, Env: []corev1.EnvVar{},
 	}}

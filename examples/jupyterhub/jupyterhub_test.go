@@ -91,6 +91,10 @@ func testStartProgressAndProxy(t *testing.T, s *stack) {
 		t.Fatalf("the progress stream ended with %+v, want ready at /user/alice/", last)
 	}
 	pod := s.onePod(ctx, t, "alice", "")
+	// JupyterHub's version reaches the pod as KubeSpawner writes it.
+	if v := pod.Annotations["hub.jupyter.org/jupyterhub-version"]; !strings.HasPrefix(v, "3.") {
+		t.Errorf("pod %s has hub.jupyter.org/jupyterhub-version %q, want Debian's JupyterHub 3.x", pod.Name, v)
+	}
 	if n := spawnkitMessages(r.events, pod.Name); n == 0 {
 		t.Fatalf("no progress event names pod %s or carries a Kubernetes event; events: %+v", pod.Name, r.events)
 	}

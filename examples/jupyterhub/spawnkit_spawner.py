@@ -39,6 +39,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Integer, Unicode, default
 
+import jupyterhub
 from jupyterhub.spawner import Spawner
 from jupyterhub.traitlets import Command
 
@@ -271,6 +272,7 @@ class SpawnkitSpawner(Spawner):
             "env": env,
             "args": list(self.get_args() or []),
             "user_id": self.user.id,
+            "hub_version": jupyterhub.__version__,
         }
         if self.cmd:
             body["cmd"] = list(self.cmd)
