@@ -74,19 +74,34 @@ func serviceIdentity(t *testing.T, c *testcluster.Cluster, ns string) kubernetes
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The authorizer's cache follows the binding within moments: wait
-	// until the user may watch pods, the last thing the Manager needs.
+	// The authorizer's cache follows the bindings within moments: wait
+	// until the user holds every verb of every rule.
+	for _, r := range shippedRoles(t) {
+		for _, rule := range r.Rules {
+			for _, res := range rule.Resources {
+				for _, verb := range rule.Verbs {
+					waitAllowed(t, client, authorizationv1.ResourceAttributes{
+						Namespace: ns, Verb: verb, Group: rule.APIGroups[0], Resource: res})
+				}
+			}
+		}
+	}
+	return client
+}
+
+// waitAllowed waits until client may do attrs.
+func waitAllowed(t *testing.T, client kubernetes.Interface, attrs authorizationv1.ResourceAttributes) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		review, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(t.Context(), &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: ns, Verb: "watch", Resource: "pods"}},
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs},
 		}, metav1.CreateOptions{})
 		if err == nil && review.Status.Allowed {
-			return client
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s may still not watch pods in %s after 30s (%v)", user, ns, err)
+			t.Fatalf("still not allowed to %s %s in %s after 30s (%v)", attrs.Verb, attrs.Resource, attrs.Namespace, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -36,7 +36,8 @@ type Config struct {
 	// client-go's elector keeps its own real clock.
 	Clock clock.Clock
 	// Observe, when set, is called after every read or write of the
-	// Lease that Run's elector makes, with its error (nil on success;
+	// Lease that Run's elector makes, and with the error of Run's first
+	// Check when it fails, with its error (nil on success;
 	// a Conflict or NotFound, which the elector handles, counts as an
 	// answer and is passed as nil). It lets a readiness probe say that a
 	// standby cannot reach its Lease instead of waiting silently. It

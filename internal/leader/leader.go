@@ -48,6 +48,9 @@ func Run(ctx context.Context, cfg Config, lead func(ctx context.Context)) error 
 		if ctx.Err() != nil {
 			return nil
 		}
+		if cfg.Observe != nil {
+			cfg.Observe(err)
+		}
 		return err
 	}
 	log := logr.FromContextOrDiscard(ctx).WithValues("lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
