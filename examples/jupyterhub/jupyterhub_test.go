@@ -2,6 +2,7 @@ package jupyterhub_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -55,6 +56,7 @@ func TestJupyterHub(t *testing.T) {
 	t.Run("ExitCode", func(t *testing.T) { testExitCode(t, s) })
 	t.Run("Stop", func(t *testing.T) { testStop(t, s) })
 	t.Run("DeleteForever", func(t *testing.T) { testDeleteForever(t, s) })
+	t.Run("StartWhileServiceDown", func(t *testing.T) { testStartWhileServiceDown(t, s) })
 }
 
 // A start's progress stream carries spawnkit's events and ends ready; the
@@ -94,6 +96,15 @@ func testStartProgressAndProxy(t *testing.T, s *stack) {
 	// JupyterHub's version reaches the pod as KubeSpawner writes it.
 	if v := pod.Annotations["hub.jupyter.org/jupyterhub-version"]; !strings.HasPrefix(v, "3.") {
 		t.Errorf("pod %s has hub.jupyter.org/jupyterhub-version %q, want Debian's JupyterHub 3.x", pod.Name, v)
+	}
+	// As KubeSpawner (env_keep = []): none of the hub's own environment
+	// reaches the pod, whose image has its own PATH.
+	for _, c := range pod.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == "PATH" || e.Name == "PYTHONPATH" || e.Name == "LANG" || e.Name == "HOME" {
+				t.Errorf("pod %s container %s has the hub's %s=%q", pod.Name, c.Name, e.Name, e.Value)
+			}
+		}
 	}
 	if n := spawnkitMessages(r.events, pod.Name); n == 0 {
 		t.Fatalf("no progress event names pod %s or carries a Kubernetes event; events: %+v", pod.Name, r.events)
@@ -356,6 +367,30 @@ func testDeleteForever(t *testing.T, s *stack) {
 	}
 	s.mustAPI(ctx, t, http.MethodDelete, serverPath("grace", ""), nil, http.StatusNoContent, http.StatusAccepted)
 	s.waitServer(ctx, t, "grace", "", 30*time.Second, "stopped", gone)
+}
+
+// A start JupyterHub hands over while the service is down (a restart,
+// a failover) is sent again until the service answers: the server starts
+// once the service is back, and nothing fails.
+func testStartWhileServiceDown(t *testing.T, s *stack) {
+	ctx := t.Context()
+	if err := s.service.stop(15 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	s.createUser(ctx, t, "heidi")
+	s.startServer(ctx, t, "heidi", "", map[string]string{"profile": "default"})
+	// The Spawner has tried and failed to connect at least once.
+	eventually(t, 100*time.Millisecond, 30*time.Second, func() error {
+		if !logContains(s.logPath("jupyterhub"), "spawnkit: starting heidi") {
+			return errors.New("JupyterHub's log has no failed start attempt for heidi yet")
+		}
+		return nil
+	})
+	s.startService(ctx, t)
+	s.waitServer(ctx, t, "heidi", "", 60*time.Second, "ready", ready)
+	s.onePod(ctx, t, "heidi", "")
+	s.mustAPI(ctx, t, http.MethodDelete, serverPath("heidi", ""), nil, http.StatusNoContent, http.StatusAccepted)
+	s.waitServer(ctx, t, "heidi", "", 30*time.Second, "stopped", gone)
 }
 
 // waitNoPods waits until the server has no pod in the API server.

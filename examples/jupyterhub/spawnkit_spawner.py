@@ -113,6 +113,14 @@ class SpawnkitSpawner(Spawner):
         """,
     ).tag(config=True)
 
+    service_connect_timeout = Float(
+        30,
+        help="""Seconds to wait for a connection to the service. A hub that
+        accepts hundreds of starts at once keeps its event loop busy for
+        seconds, so this is generous; a start that cannot connect is tried
+        again until start_timeout.""",
+    ).tag(config=True)
+
     service_retry_interval = Float(
         1,
         help="""Seconds between attempts while the service is unreachable or
@@ -144,6 +152,12 @@ class SpawnkitSpawner(Spawner):
         help="""The port the server listens on in its pod; keep it equal to
         the service's `port` option (default 8888).""",
     ).tag(config=True)
+
+    @default("env_keep")
+    def _env_keep_default(self):
+        # As KubeSpawner: none of the hub's own environment (PATH,
+        # PYTHONPATH, LANG, ...) reaches the pod, whose image knows its own.
+        return []
 
     # What the service last said about this server; persisted in
     # JupyterHub's database through get_state.
@@ -225,7 +239,7 @@ class SpawnkitSpawner(Spawner):
             method=method,
             headers=self._headers(headers),
             body=payload,
-            connect_timeout=min(10.0, self.service_request_timeout),
+            connect_timeout=min(self.service_connect_timeout, self.service_request_timeout),
             request_timeout=self.service_request_timeout,
             follow_redirects=False,
         )
@@ -298,16 +312,28 @@ class SpawnkitSpawner(Spawner):
             self._start_task = None
 
     async def _request_start(self):
-        deadline = time.monotonic() + self.service_busy_timeout
+        """POSTs the start until the service takes it. A start is
+        idempotent, so a request that could not connect or timed out (the
+        service restarting, a hub too busy to connect in time) is sent
+        again, with backoff, until start_timeout; a 409 (the previous stop
+        of this server still in flight) until service_busy_timeout."""
+        now = time.monotonic()
+        busy_deadline = now + self.service_busy_timeout
+        deadline = now + self.start_timeout
+        delay = self.service_retry_interval
         while True:
             try:
                 return await self._request("POST", self._server_path(), body=self._start_body())
+            except ServiceUnavailable as e:
+                if e.status is not None or time.monotonic() + delay > deadline:
+                    raise  # a 5xx is the service's own failure: not retried
+                self.log.warning("spawnkit: starting %s: %s; trying again in %.1fs", self._log_name, e, delay)
             except SpawnkitError as e:
-                # 409: the previous stop of this server is still in flight.
-                if e.status != 409 or time.monotonic() > deadline:
+                if e.status != 409 or time.monotonic() > busy_deadline:
                     raise
                 self.log.info("spawnkit: %s is still stopping; waiting to start it", self._log_name)
-            await asyncio.sleep(self.service_retry_interval)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
     async def _wait_ready(self):
         """Follows the progress stream until the final event; falls back on
