@@ -11,7 +11,10 @@
 // stopped, and failed with a reason), and every transition happens under
 // the server's lock. Spawn plans the start (bad user options fail there,
 // before the Manager knows the server), then starts it in the background
-// and returns at once; Spawn of a starting or running server returns its
+// and returns once its pod exists (at most a few seconds; at once for a
+// start queued behind ConcurrentSpawnLimit), so that an accepted start is
+// in the cluster, where a new leader or a restarted Manager resumes it;
+// Spawn of a starting or running server returns its
 // status and starts nothing; Spawn of a stopping server is ErrBusy. Stop
 // of a starting server cancels the start, then deletes the pod and waits
 // until it is gone; a second Stop waits for the first. DeleteForever of a
@@ -42,14 +45,16 @@
 // servers without a pod as stopped), resuming starts found in flight.
 // When Start's ctx ends, starts in flight are cancelled with ErrShutdown,
 // which wraps spawner.ErrDetach: no pod is deleted, and the next Manager
-// resumes them. With LeaderElection, replicas are active/passive on a
+// resumes them; a start accepted whose pod does not exist yet first
+// creates it (within the term's grace, at most 10 seconds), so that a
+// graceful shutdown loses no accepted start. With LeaderElection, replicas are active/passive on a
 // Lease: only the holder changes servers (the others return ErrNotLeader
 // from Spawn, Stop and DeleteForever, answer Status, List and Poll, and
 // keep their informers warm), a standby takes over within the lease
 // duration, and at once after a graceful shutdown. A term ends as a
 // shutdown does, and the Lease is released (or left to expire) only after
-// every operation of the term has ended: starts detached at once, stops
-// and deletions finished or, after the margin between RenewDeadline and
+// every operation of the term has ended: starts detached once their pods
+// exist, stops and deletions finished or, after the margin between RenewDeadline and
 // LeaseDuration, cancelled. A Lease that cannot be used (a namespace that
 // does not exist, a missing RBAC rule) is an error from Start, naming the
 // verb, resource and namespace. Stopped and failed servers are forgotten

@@ -62,9 +62,10 @@ func (m *Manager) Leading() bool {
 // is lost, or the Manager shuts down). Then it stops taking work and
 // waits for its operations to reach a safe point, so that the Lease is
 // released (or expires) only once nothing of this term can act: starts
-// are cancelled with ErrShutdown (detached: their pods stay for the next
-// leader), while stops and deletions may finish within stopGrace, and
-// are cancelled after it.
+// whose pod exists are cancelled with ErrShutdown (detached: their pods
+// stay for the next leader), starts whose pod does not exist yet first
+// create it, and stops and deletions may finish; all within stopGrace,
+// after which everything left is cancelled.
 //
 // A term won by election resyncs first, to resume the servers it found
 // starting as a standby; the one term without LeaderElection begins
@@ -81,31 +82,75 @@ func (m *Manager) lead(ctx context.Context, stopGrace time.Duration) {
 
 	m.mu.Lock()
 	m.leading = false // no operation begins from now on
+	var unborn []*operation
 	for op := range m.ops {
-		if op.kind.starts() {
+		switch {
+		case !op.kind.starts():
+		case op.isCreated():
 			op.cancel(ErrShutdown)
+		default:
+			unborn = append(unborn, op)
 		}
 	}
 	m.mu.Unlock()
 	timer := m.opts.Clock.NewTimer(stopGrace)
 	defer timer.Stop()
+	// Without election stopGrace is unbounded (stops finish as long as
+	// their callers wait); a start that cannot create its pod (an API
+	// server away) must not hold a shutdown that long.
+	unbornTimer := m.opts.Clock.NewTimer(min(stopGrace, maxUnbornWait))
+	defer unbornTimer.Stop()
+	graceOver := false
+	// A start accepted but whose pod does not exist yet would be lost if
+	// detached now: nothing in the cluster would tell the next leader of
+	// it. It may go on until its pod exists (then it is detached, for the
+	// next leader to resume), within the same grace as stops. The starts
+	// it waited behind for a slot are detached as their pods appear, so
+	// queued starts move up too.
+	for _, op := range unborn {
+		if graceOver {
+			op.cancel(ErrShutdown)
+			continue
+		}
+		select {
+		case <-op.created:
+			op.cancel(ErrShutdown)
+		case <-op.done:
+		case <-unbornTimer.C():
+			graceOver = true
+			op.cancel(ErrShutdown)
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		m.opsDone.Wait()
 	}()
-	select {
-	case <-done:
-	case <-timer.C():
+	cancelAll := func() {
 		m.mu.Lock()
 		for op := range m.ops {
 			op.cancel(ErrShutdown)
 		}
 		m.mu.Unlock()
+	}
+	if graceOver && stopGrace <= maxUnbornWait {
+		cancelAll()
 		<-done
+	} else {
+		select {
+		case <-done:
+		case <-timer.C():
+			cancelAll()
+			<-done
+		}
 	}
 	m.log.Info("no longer leading")
 }
+
+// maxUnbornWait bounds how long a term's end waits for accepted starts
+// to create their pods: about what a start needs from acceptance to its
+// create (claim, namespace, pod) on a loaded API server.
+const maxUnbornWait = 10 * time.Second
 
 // stopGrace is how long stops and deletions in flight may go on after a
 // term ends: without LeaderElection, as long as their callers wait; with

@@ -191,6 +191,24 @@ type operation struct {
 	kind   opKind
 	cancel context.CancelCauseFunc
 	done   chan struct{}
+	// created is closed once a start's pod exists in the cluster (at
+	// once for a resume): from then on a new leader or a restarted
+	// Manager finds and resumes it, so a term's end may detach it.
+	// queued is closed when a start has to wait for a start slot.
+	created, queued chan struct{}
+	createdOnce, queuedOnce sync.Once
+}
+
+func (op *operation) markCreated() { op.createdOnce.Do(func() { close(op.created) }) }
+func (op *operation) markQueued()  { op.queuedOnce.Do(func() { close(op.queued) }) }
+
+func (op *operation) isCreated() bool {
+	select {
+	case <-op.created:
+		return true
+	default:
+		return false
+	}
 }
 
 // New creates a Manager; Start runs it. The configuration is checked
@@ -352,7 +370,10 @@ func (m *Manager) beginOpLocked(parent context.Context, e *entry, kind opKind) (
 		return nil, nil
 	}
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
-	op := &operation{kind: kind, cancel: cancel, done: make(chan struct{})}
+	op := &operation{kind: kind, cancel: cancel, done: make(chan struct{}), created: make(chan struct{}), queued: make(chan struct{})}
+	if kind == opResume {
+		op.markCreated()
+	}
 	e.op = op
 	e.readyVersion = ""
 	m.ops[op] = struct{}{}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -44,9 +45,12 @@ func (o *SpawnOptions) startOptions(s naming.Server) spawner.StartOptions {
 	return sopts
 }
 
-// Spawn starts a server in the background and returns at once with its
-// status; Events follows the start and Watch or Status report its
-// outcome. A server that is already starting or running is not touched:
+// Spawn starts a server in the background and returns with its status
+// once the start is in the cluster: its pod created (so that a new leader
+// or a restarted Manager resumes it), or queued behind
+// ConcurrentSpawnLimit, or ended, or after at most 5 seconds (an API
+// server that does not take the create), or when ctx ends. Events follows
+// the start and Watch or Status report its outcome. A server that is already starting or running is not touched:
 // Spawn returns its status and started false. A server that is stopping,
 // or that DeleteForever is deleting, is ErrBusy. Bad user options fail
 // here (a *spawner.StartError at step plan wrapping the
@@ -88,15 +92,45 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	if err != nil {
 		return Status{}, false, err
 	}
-	defer e.mu.Unlock()
+	op, st, started, err := m.startLocked(ctx, e, s, sopts)
+	e.mu.Unlock()
+	if !started || err != nil {
+		return st, started, err
+	}
+	// Durable before accepted: Spawn returns once the pod exists (a new
+	// leader, or this Manager restarted, resumes it from there), or once
+	// the start waits in the queue for a slot or has ended, or after
+	// durableWait (an API server that does not take the create), or when
+	// ctx ends. A start that is only in memory when this process dies is
+	// lost, and the hub's next call finds the server unknown. The wait is
+	// in real time: it bounds I/O, not the Manager's own timing.
+	timer := time.NewTimer(durableWait)
+	defer timer.Stop()
+	select {
+	case <-op.created:
+	case <-op.queued:
+	case <-op.done:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return m.statusOf(e), true, nil
+}
+
+// durableWait bounds how long Spawn waits for the pod's create: a start
+// normally creates it within milliseconds of being accepted.
+const durableWait = 5 * time.Second
+
+// startLocked begins the start of e (e.mu held) and returns its
+// operation, or the status to answer with when nothing began.
+func (m *Manager) startLocked(ctx context.Context, e *entry, s naming.Server, sopts spawner.StartOptions) (*operation, Status, bool, error) {
 	switch e.status.Phase {
 	case PhaseStarting, PhaseRunning:
-		return e.status, false, nil
+		return nil, e.status, false, nil
 	case PhaseStopping:
-		return e.status, false, fmt.Errorf("%w: server %q of user %q is stopping", ErrBusy, s.Servername, s.Username)
+		return nil, e.status, false, fmt.Errorf("%w: server %q of user %q is stopping", ErrBusy, s.Servername, s.Username)
 	}
 	if e.op != nil {
-		return e.status, false, fmt.Errorf("%w: server %q of user %q is being deleted", ErrBusy, s.Servername, s.Username)
+		return nil, e.status, false, fmt.Errorf("%w: server %q of user %q is being deleted", ErrBusy, s.Servername, s.Username)
 	}
 
 	// Start: in the background, on the entry's Spawner (Start renders
@@ -104,7 +138,7 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	// use differ).
 	op, opCtx := m.beginOpLocked(ctx, e, opStart)
 	if op == nil {
-		return Status{}, false, ErrNotLeader
+		return nil, Status{}, false, ErrNotLeader
 	}
 	now := m.opts.Clock.Now()
 	e.status.StartedAt, e.status.ReadyAt, e.status.ExitCode = &now, nil, nil
@@ -112,10 +146,11 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	e.stream = spawner.NewStream()
 	m.setPhaseLocked(e, PhaseStarting)
 	sopts.Progress = e.stream
+	sopts.OnPodCreated = op.markCreated
 	stream, esp := e.stream, e.sp
 	m.metrics.spawnsInFlight.Inc()
 	go m.runStart(opCtx, e, op, esp, stream, func(ctx context.Context) (string, error) {
-		if err := m.takeSlot(ctx, e, stream); err != nil {
+		if err := m.takeSlot(ctx, e, op, stream); err != nil {
 			reason := spawner.ReasonCancelled
 			if errors.Is(err, spawner.ErrDetach) {
 				reason = spawner.ReasonDetached
@@ -127,7 +162,7 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 		sopts.Plan = nil // the start owns the plan now
 		return esp.Start(ctx, o)
 	})
-	return e.status, true, nil
+	return op, e.status, true, nil
 }
 
 // runStart runs a start or resume and applies its outcome. It owns the
@@ -222,7 +257,7 @@ func (m *Manager) settledLocked(ctx context.Context, e *entry, sp *spawner.Spawn
 }
 
 // takeSlot waits for a start slot, reporting the queue position.
-func (m *Manager) takeSlot(ctx context.Context, e *entry, stream *spawner.Stream) error {
+func (m *Manager) takeSlot(ctx context.Context, e *entry, op *operation, stream *spawner.Stream) error {
 	if m.slots == nil {
 		return nil
 	}
@@ -231,6 +266,7 @@ func (m *Manager) takeSlot(ctx context.Context, e *entry, stream *spawner.Stream
 		return nil
 	default:
 	}
+	op.markQueued()
 	m.waitingMu.Lock()
 	m.waiting = append(m.waiting, e)
 	pos := len(m.waiting)

@@ -54,6 +54,13 @@ type StartOptions struct {
 	// arrive, without waking the operation's goroutine: the cheaper way
 	// for a hub that serves progress to many readers.
 	Progress *Stream
+	// OnPodCreated, when set, is called once, from Start's goroutine,
+	// right after the API server accepted the pod's create (before its
+	// secret, service and AfterPodCreated). From then on the start is in
+	// the cluster: a Spawner that finds the pod (Resume, a Manager's
+	// recovery) takes it over if this process goes away. It must not
+	// block. Resume never calls it: its pod exists already.
+	OnPodCreated func()
 	// Plan, when set, is what this start creates: objects Spawner.Plan
 	// made with the same options (the caller's own check of them, done
 	// before it commits to the start). Start carries the plan out when it
@@ -188,7 +195,7 @@ func (s *Spawner) start(ctx context.Context, opts *StartOptions, em *emitter) (s
 		}
 		return "", s.failStart(ctx, run, step, reason, err)
 	}
-	return s.createAndWait(ctx, run, o, em)
+	return s.createAndWait(ctx, run, o, em, opts.OnPodCreated)
 }
 
 // createAndWait creates a start's rendered objects o and waits for its
@@ -198,7 +205,7 @@ func (s *Spawner) start(ctx context.Context, opts *StartOptions, em *emitter) (s
 // create are functions of their own: the create (client-go encoding
 // the pod) is the deepest path of a start's goroutine, whose stack stays
 // as large as that path needed while the start waits.
-func (s *Spawner) createAndWait(ctx context.Context, run *startRun, o *Objects, em *emitter) (string, error) {
+func (s *Spawner) createAndWait(ctx context.Context, run *startRun, o *Objects, em *emitter, onCreated func()) (string, error) {
 	h, step, reason, err := s.beforePod(ctx, run, o, em)
 	if h.sub != nil {
 		defer h.sub.Close()
@@ -210,6 +217,9 @@ func (s *Spawner) createAndWait(ctx context.Context, run *startRun, o *Objects, 
 	created, err := s.createPod(ctx, run, h.pods, h.sub, o.Pod)
 	if err != nil {
 		return "", s.failStart(ctx, run, StepPod, collisionReason(err), err)
+	}
+	if onCreated != nil {
+		onCreated()
 	}
 	return s.afterPod(ctx, run, o, h, created, em)
 }

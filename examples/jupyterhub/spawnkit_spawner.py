@@ -352,12 +352,24 @@ class SpawnkitSpawner(Spawner):
                             await self._fail(data.get("reason", ""), data.get("message", ""))
             except ServiceUnavailable as e:
                 self.log.warning("spawnkit: progress of %s interrupted: %s", self._log_name, e)
+            except SpawnkitError as e:
+                if e.status != 404 or time.monotonic() > deadline:
+                    raise
+                await self._start_again()
+                last_id = None
+                continue
             # The stream ended without a final event: ask for the status.
             try:
                 status = await self._request("GET", self._server_path())
             except ServiceUnavailable as e:
                 self.log.warning("spawnkit: status of %s unavailable: %s", self._log_name, e)
                 status = None
+            except SpawnkitError as e:
+                if e.status != 404 or time.monotonic() > deadline:
+                    raise
+                await self._start_again()
+                last_id = None
+                continue
             if status:
                 self._remember(status)
                 phase = status.get("phase")
@@ -371,6 +383,18 @@ class SpawnkitSpawner(Spawner):
                     reason="Timeout",
                 )
             await asyncio.sleep(self.service_retry_interval)
+
+    async def _start_again(self):
+        """The service no longer knows the server this start is waiting
+        for: the replica that accepted the start went away before its pod
+        existed (a crash, or a failover that found no pod). A start is
+        idempotent, so it is asked for again; the new start's progress is
+        followed from its beginning."""
+        self.log.warning(
+            "spawnkit: the service lost the start of %s (a restart or failover before its pod existed); starting it again",
+            self._log_name,
+        )
+        self._remember(await self._request_start())
 
     async def _status_url(self):
         status = await self._request("GET", self._server_path())
