@@ -195,7 +195,7 @@ type operation struct {
 	// once for a resume): from then on a new leader or a restarted
 	// Manager finds and resumes it, so a term's end may detach it.
 	// queued is closed when a start has to wait for a start slot.
-	created, queued chan struct{}
+	created, queued         chan struct{}
 	createdOnce, queuedOnce sync.Once
 }
 
