@@ -39,7 +39,8 @@ type Health struct {
 
 // Ready reports why the replica should not receive work, or nil: not
 // running (starting up, recovering, or stopped), the pod informer not
-// synced, or, with election, not leading (ErrNotLeader, with the Lease's
+// synced or refused by the API server (Status.Denied: a Role without
+// list or watch on pods), or, with election, not leading (ErrNotLeader, with the Lease's
 // error when it cannot be reached). Each condition is named, joined with
 // errors.Join.
 func (h Health) Ready() error {
@@ -47,8 +48,15 @@ func (h Health) Ready() error {
 	if !h.Running {
 		errs = append(errs, fmt.Errorf("%w: the Manager has not recovered the cluster's servers yet, or has stopped", ErrNotRunning))
 	}
-	if !h.Pods.Synced {
+	switch {
+	case !h.Pods.Synced && h.Pods.LastError != nil:
+		errs = append(errs, fmt.Errorf("manager: the pod informer has not synced; last list or watch error: %w", h.Pods.LastError))
+	case !h.Pods.Synced:
 		errs = append(errs, errors.New("manager: the pod informer has not synced"))
+	case h.Pods.Denied != nil:
+		// Synced by lists between refused watches, the cache lags by
+		// client-go's backoff: starts would wait, stops never be seen.
+		errs = append(errs, fmt.Errorf("manager: the pod informer is refused by the API server: %w", h.Pods.Denied))
 	}
 	if h.Running && !h.Electing && !h.Leading {
 		// Without election the one term ends only with Start's ctx.
@@ -71,7 +79,9 @@ func (m *Manager) Health() Health {
 	h := Health{Running: m.running && isClosed(m.ready), Electing: m.lease != nil, Leading: m.leading, Pods: reflector.Status{}}
 	pods := m.pods
 	m.mu.Unlock()
-	if pods != nil && h.Running {
+	if pods != nil {
+		// Also while recovering: a recovery that waits for a refused
+		// list says why.
 		h.Pods = pods.Status()
 	}
 	m.leaseMu.Lock()

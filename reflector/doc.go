@@ -135,7 +135,11 @@
 // WatchErrors and Healthy (synced, and the latest list or watch call
 // succeeded); WatchErrors counts each failed call or failure client-go
 // reports once. While the API server is unreachable reads keep answering
-// from the last state; Healthy says it may be stale. With
+// from the last state; Healthy says it may be stale. A refusal
+// (Forbidden or Unauthorized: an RBAC verb missing) is kept in
+// Status.Denied until a call of the refused kind succeeds, so a Role
+// without watch, under which lists between refused watches keep the
+// cache synced but late, is told apart from a blip. With
 // Options.Registerer the same figures are exported as Prometheus metrics
 // (spawnkit_reflector_objects, _watch_errors_total,
 // _last_success_age_seconds, _healthy).

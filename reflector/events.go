@@ -40,6 +40,14 @@ func (ev *Events) Namespace() string { return ev.h.e.key.Namespace }
 // Status returns the informer's health.
 func (ev *Events) Status() Status { return ev.h.e.status() }
 
+// Synced reports, without waiting, whether the informer has delivered
+// its first list. Cheaper than Status: it counts nothing.
+func (ev *Events) Synced() bool { return ev.h.e.synced.Load() || ev.h.e.handled.HasSynced() }
+
+// Denied is Status().Denied without counting the cache: the API server's
+// refusal of the informer's calls (a missing RBAC verb), or nil.
+func (ev *Events) Denied() error { return ev.h.e.health.status().Denied }
+
 // ForPod returns the indexed events of the pod namespace/name (of every
 // pod of that name whose events are still indexed), oldest first: by
 // EventTime, else LastTimestamp, else creation time, then by name. It is

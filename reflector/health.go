@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/clock"
 )
 
@@ -21,6 +22,14 @@ type Status struct {
 	LastError     error
 	LastErrorTime time.Time
 	WatchErrors   int
+	// Denied is the API server's refusal (Forbidden or Unauthorized) of
+	// the informer's watch, or of its list while no watch has succeeded
+	// since: a missing RBAC verb. client-go retries such calls forever
+	// and a list that succeeds between refused watches keeps the cache
+	// synced but stale, so Synced and Healthy alone cannot tell a
+	// misconfigured Role from a blip. Nil once the refused kind of call
+	// succeeds.
+	Denied error
 }
 
 // Healthy reports whether the informer has synced and its most recent list
@@ -42,21 +51,40 @@ type health struct {
 	// callErr is the latest failed call's error, until the watch error
 	// handler reports it.
 	callErr error
+	// denied is the latest refusal of each kind of call, until one of
+	// that kind succeeds (a watch's success also clears a list's: a
+	// streamed list is a watch).
+	denied [2]error
 }
+
+// call is the kind of an informer's call to the API server.
+type call int
+
+const (
+	callList call = iota
+	callWatch
+)
 
 func newHealth(c clock.PassiveClock) *health { return &health{clock: c} }
 
 // attempt records the outcome of a list or watch call.
-func (h *health) attempt(err error) {
+func (h *health) attempt(kind call, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err != nil {
 		h.failedLocked(err)
 		h.callErr = err
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			h.denied[kind] = err
+		}
 		return
 	}
 	h.s.LastSuccess = h.clock.Now()
 	h.callErr = nil
+	h.denied[kind] = nil
+	if kind == callWatch {
+		h.denied[callList] = nil
+	}
 }
 
 // watchError records an error client-go's reflector reports: a failed
@@ -81,5 +109,10 @@ func (h *health) failedLocked(err error) {
 func (h *health) status() Status {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.s
+	s := h.s
+	s.Denied = h.denied[callWatch]
+	if s.Denied == nil {
+		s.Denied = h.denied[callList]
+	}
+	return s
 }

@@ -100,7 +100,7 @@ func TestHealthCountsEachFailureOnce(t *testing.T) {
 	t.Run("a failed call reported again by client-go", func(t *testing.T) {
 		h := newHealth(clock.RealClock{})
 		callErr := errors.New("connection reset")
-		h.attempt(callErr)
+		h.attempt(callList, callErr)
 		h.watchError(fmt.Errorf("failed to list *v1.Pod: %w", callErr))
 		if n := h.status().WatchErrors; n != 1 {
 			t.Fatalf("one failure counted %d times", n)
@@ -109,7 +109,7 @@ func TestHealthCountsEachFailureOnce(t *testing.T) {
 		if n := h.status().WatchErrors; n != 2 {
 			t.Fatalf("a failure of client-go's own counted %d times, want once (2 in all)", n-1)
 		}
-		h.attempt(nil)
+		h.attempt(callList, nil)
 		if s := h.status(); s.LastSuccess.IsZero() {
 			t.Fatal("success not recorded")
 		}

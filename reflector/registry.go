@@ -300,13 +300,13 @@ func (r *Registry) newInformer(key Key, h *health) cache.SharedIndexInformer {
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector, o.FieldSelector = key.LabelSelector, key.FieldSelector
 			obj, err := list(ctx, o)
-			h.attempt(err)
+			h.attempt(callList, err)
 			return obj, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector, o.FieldSelector = key.LabelSelector, key.FieldSelector
 			w, err := watchFn(ctx, o)
-			h.attempt(err)
+			h.attempt(callWatch, err)
 			return w, err
 		},
 	}

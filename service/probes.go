@@ -90,11 +90,13 @@ func (p *probes) readyz(w http.ResponseWriter, r *http.Request) {
 	if !h.Running {
 		checks[0].err = errors.New("has not recovered the cluster's servers yet, or has stopped")
 	}
-	if !h.Pods.Synced {
+	switch {
+	case !h.Pods.Synced && h.Pods.LastError != nil:
+		checks[1].err = fmt.Errorf("the pod informer has not synced; last list or watch error: %w", h.Pods.LastError)
+	case !h.Pods.Synced:
 		checks[1].err = errors.New("the pod informer has not synced")
-		if h.Pods.LastError != nil {
-			checks[1].err = fmt.Errorf("the pod informer has not synced; last list or watch error: %w", h.Pods.LastError)
-		}
+	case h.Pods.Denied != nil:
+		checks[1].err = fmt.Errorf("the pod informer is refused by the API server: %w", h.Pods.Denied)
 	}
 	if h.Electing {
 		c := check{name: "leader"}

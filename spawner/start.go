@@ -436,15 +436,25 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 	inCache := false
 	var grace <-chan time.Time // running once the pod is ready without events seen
 	graceOver := false
+	eventsDenied := false
 	for {
 		if events != nil {
 			// Those the handler has not forwarded yet: events from before
 			// the subscription or the pod's uid, or all of them when the
-			// handler does not forward.
-			if evs, err := events.ForUID(wctx, uid); err == nil {
-				for _, e := range evs {
-					fw.forward(e)
+			// handler does not forward. Never waiting for the event
+			// informer: the start needs only the pod, and events that
+			// cannot be read (a Role without list or watch on events)
+			// must not hold it to start_timeout.
+			if events.Synced() {
+				if evs, err := events.ForUID(wctx, uid); err == nil {
+					for _, e := range evs {
+						fw.forward(e)
+					}
 				}
+			}
+			if err := events.Denied(); err != nil && !eventsDenied {
+				eventsDenied = true
+				em.note(-1, fmt.Sprintf("The pod's events cannot be shown: %v", err))
 			}
 		}
 		pod, ok, err := pods.GetByKey(wctx, key)
