@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"time"
 )
 
@@ -78,7 +79,15 @@ func (f flags) validate() error {
 		if a.value == "" && a.name == "-probe-listen" {
 			continue
 		}
-		if _, _, err := net.SplitHostPort(a.value); err != nil {
+		_, port, err := net.SplitHostPort(a.value)
+		if err == nil {
+			// A port that is no number (a service name, a typo) would
+			// fail only at Listen, which -check never reaches.
+			if _, perr := strconv.ParseUint(port, 10, 16); perr != nil {
+				err = fmt.Errorf("the port %q is not a number from 0 to 65535", port)
+			}
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s %q: want host:port (e.g. 127.0.0.1:8081, or :8081 for every interface): %v", a.name, a.value, err))
 		}
 	}
