@@ -126,6 +126,48 @@ func Secret(spec SecretSpec) (*corev1.Secret, error) {
 	}, nil
 }
 
+// EnvSecretSpec describes the Secret that holds a server's secret
+// environment values (its JupyterHub API token), which the pod's env
+// references by secretKeyRef instead of carrying them.
+type EnvSecretSpec struct {
+	Name string
+	// Data maps each environment variable's name (the Secret's key) to
+	// its value.
+	Data            map[string]string
+	OwnerReferences []metav1.OwnerReference // normally OwnerReference(pod)
+	Labels          map[string]string
+	Annotations     map[string]string
+}
+
+// EnvSecret builds the environment Secret: type Opaque, one key per
+// variable. Its errors name keys, never values.
+func EnvSecret(spec EnvSecretSpec) (*corev1.Secret, error) {
+	var errs field.ErrorList
+	errs = append(errs, validateName(spec.Name, validation.IsDNS1123Subdomain)...)
+	if len(spec.Data) == 0 {
+		errs = append(errs, field.Required(field.NewPath("data"), "at least one variable"))
+	}
+	data := make(map[string][]byte, len(spec.Data))
+	for k, v := range spec.Data {
+		// The API server's rule for Secret keys (ValidateSecret:
+		// IsConfigMapKey).
+		for _, msg := range validation.IsConfigMapKey(k) {
+			errs = append(errs, field.Invalid(field.NewPath("data").Key(k), k, msg))
+		}
+		data[k] = []byte(v)
+	}
+	errs = append(errs, validateMeta(spec.Labels, spec.Annotations)...)
+	if len(errs) > 0 {
+		return nil, &ValidationError{Kind: "Secret", Name: spec.Name, Errs: errs}
+	}
+	return &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: objectMeta(spec.Name, spec.Labels, spec.Annotations, spec.OwnerReferences),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       data,
+	}, nil
+}
+
 func universalNewlines(b []byte) string {
 	s := strings.ReplaceAll(string(b), "\r\n", "\n")
 	return strings.ReplaceAll(s, "\r", "\n")

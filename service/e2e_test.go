@@ -24,6 +24,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -94,6 +95,8 @@ func newE2E(t *testing.T) *e2eEnv {
 // e2eService is one running instance of the service program.
 type e2eService struct {
 	url string
+	// probes is the base URL of Probes (startServiceWith a registry).
+	probes string
 	// stop cancels the service's context and returns what serve
 	// returned; later calls return the same.
 	stop func() error
@@ -104,6 +107,18 @@ type e2eService struct {
 // the test token; the test's cleanup stops both.
 func (e *e2eEnv) startService(t *testing.T) *e2eService {
 	t.Helper()
+	return e.startServiceWith(t, testr.New(t), nil)
+}
+
+// startServiceWith is startService logging to log and, with reg,
+// registering every metric there and serving Probes (its /metrics from
+// reg) on a loopback port of its own.
+func (e *e2eEnv) startServiceWith(t *testing.T, log logr.Logger, reg *prometheus.Registry) *e2eService {
+	t.Helper()
+	var registerer prometheus.Registerer
+	if reg != nil {
+		registerer = reg
+	}
 	data, err := os.ReadFile(e.configFile)
 	if err != nil {
 		t.Fatal(err)
@@ -112,18 +127,39 @@ func (e *e2eEnv) startService(t *testing.T) *e2eService {
 	if err != nil {
 		t.Fatal(err)
 	}
-	registry, err := reflector.New(reflector.Options{Client: e.service})
+	registry, err := reflector.New(reflector.Options{Client: e.service, Registerer: registerer})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := manager.New(manager.Options{Client: e.service, Registry: registry, Config: cfg})
+	m, err := manager.New(manager.Options{Client: e.service, Registry: registry, Config: cfg, Registerer: registerer})
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := testr.New(t)
-	h, err := New(Options{Manager: m, Token: func() string { return testToken }, Log: log})
+	h, err := New(Options{Manager: m, Token: func() string { return testToken }, Log: log, Registerer: registerer})
 	if err != nil {
 		t.Fatal(err)
+	}
+	var probes string
+	if reg != nil {
+		ph, err := Probes(ProbeOptions{Manager: m, Gatherer: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: ph, ReadHeaderTimeout: 10 * time.Second}
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			_ = srv.Serve(pln)
+		}()
+		t.Cleanup(func() {
+			_ = srv.Close()
+			<-served
+		})
+		probes = "http://" + pln.Addr().String()
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -139,7 +175,7 @@ func (e *e2eEnv) startService(t *testing.T) *e2eService {
 		once    sync.Once
 		stopErr error
 	)
-	s := &e2eService{url: "http://" + ln.Addr().String()}
+	s := &e2eService{url: "http://" + ln.Addr().String(), probes: probes}
 	s.stop = func() error {
 		once.Do(func() {
 			cancel()

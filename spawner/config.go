@@ -124,6 +124,12 @@ type Config struct {
 	DeleteStoppedPods         *bool    `json:"delete_stopped_pods"`           // default true
 	EventsEnabled             *bool    `json:"events_enabled"`                // default true
 	FatalReasons              []string `json:"fatal_reasons"`                 // spawnkit's own; default DefaultFatalReasons
+	// SecretEnv names the environment variables whose values go into
+	// the server's environment Secret (EnvSecretName), which the pod's
+	// env references by secretKeyRef, instead of into the pod spec
+	// (spawnkit's own; nil means DefaultSecretEnv; an empty list puts
+	// every value in the pod spec, as KubeSpawner does).
+	SecretEnv []string `json:"secret_env"`
 	// SlowSpawnMessageAfter adds a progress message when a start takes
 	// longer (spawnkit's own; default 30; negative turns it off).
 	SlowSpawnMessageAfter Seconds `json:"slow_spawn_message_after"`
@@ -148,6 +154,19 @@ func (s Seconds) Duration() time.Duration { return time.Duration(float64(s) * fl
 // back-off, ErrImagePull again) ends the start; listing ErrImagePull or
 // ImagePullBackOff here makes the first occurrence fatal.
 var DefaultFatalReasons = []string{"InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError", "CrashLoopBackOff"}
+
+// DefaultSecretEnv are the variables kept out of the pod spec by default:
+// the server's JupyterHub API token under both of the names JupyterHub
+// gives it. Anyone who can read pods (kubectl get pod -o yaml, a
+// monitoring agent, an error that prints the pod) would otherwise read
+// the token, and with it act as the user.
+var DefaultSecretEnv = []string{"JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN"}
+
+// EnvSecretName is the name of the environment Secret of the pod named
+// pod: the pod's name and ".env". A pod name has no dot under the
+// default templates, so it never collides with another server's
+// internal-SSL Secret (named as the pod).
+func EnvSecretName(pod string) string { return pod + ".env" }
 
 // podOptionKeys are the KubeSpawner options that are make_pod arguments.
 var podOptionKeys = []string{
@@ -284,6 +303,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FatalReasons == nil {
 		c.FatalReasons = DefaultFatalReasons
+	}
+	if c.SecretEnv == nil {
+		c.SecretEnv = DefaultSecretEnv
 	}
 	return c
 }

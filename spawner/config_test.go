@@ -151,7 +151,7 @@ func TestImagePullFailsOnTheSecondFailedPull(t *testing.T) {
 	} {
 		pod := status(tc.reason)
 		_, got := p.observe(reflector.NewPod(pod))
-		if r, _ := fatalReason(reflector.NewPod(pod), DefaultFatalReasons); r != "" {
+		if r, _ := fatalReason(reflector.NewPod(pod), DefaultFatalReasons, ""); r != "" {
 			t.Errorf("step %d: %s is in DefaultFatalReasons; the pull rule should decide", i, r)
 		}
 		if got != tc.fatal {
@@ -159,7 +159,7 @@ func TestImagePullFailsOnTheSecondFailedPull(t *testing.T) {
 		}
 	}
 	// Listed in fatal_reasons, the first occurrence is fatal.
-	if r, _ := fatalReason(reflector.NewPod(status("ErrImagePull")), []string{"ErrImagePull"}); r != "ErrImagePull" {
+	if r, _ := fatalReason(reflector.NewPod(status("ErrImagePull")), []string{"ErrImagePull"}, ""); r != "ErrImagePull" {
 		t.Error("ErrImagePull listed in fatal_reasons is not fatal at once")
 	}
 }

@@ -86,6 +86,30 @@ var kubespawnerRules = []configRule{
 		},
 	},
 	{
+		name:   "secret-env",
+		reason: "the hub's API token (secret_env, default JUPYTERHUB_API_TOKEN and JPY_API_TOKEN) goes into a Secret owned by the pod, which the pod's env references by secretKeyRef, so that nobody who can read pods reads the token; secret_env: [] gives KubeSpawner's plain values",
+		rewriteOutput: func(in *caseInput, got, want *wantObjects) bool {
+			if want.Pod == nil || len(want.Pod.Spec.Containers) == 0 {
+				return false
+			}
+			names := DefaultSecretEnv
+			if raw, ok := in.config.get("secret_env"); ok {
+				_ = json.Unmarshal(raw, &names)
+			}
+			changed := false
+			env := want.Pod.Spec.Containers[0].Env
+			for i := range env {
+				if env[i].ValueFrom == nil && env[i].Value != "" && slices.Contains(names, env[i].Name) {
+					env[i].ValueFrom = &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+						LocalObjectReference: corev1.LocalObjectReference{Name: EnvSecretName(want.Pod.Name)}, Key: env[i].Name}}
+					env[i].Value = ""
+					changed = true
+				}
+			}
+			return changed
+		},
+	},
+	{
 		name:   "owner-annotations",
 		reason: "the raw user and server name annotations decide which server an object belongs to, so spawnkit never lets extra_annotations replace them",
 		applies: func(in *caseInput) bool {

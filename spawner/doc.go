@@ -24,13 +24,25 @@
 // object (Plan), so a configuration that cannot work fails before any
 // API call. Then, in order: the user namespace (enable_user_namespaces),
 // the claim (storage_pvc_ensure), the pod (after the ModifyPod hook), the
-// internal-SSL secret and the service (owned by the pod), the
-// AfterPodCreated hook, and the wait until the pod's PodReady condition is
+// environment Secret, the internal-SSL secret and the service (owned by
+// the pod), the AfterPodCreated hook, and the wait until the pod's PodReady condition is
 // true (readiness gates included), bounded by start_timeout. The URL is
 // http://<pod IP>:<port>; https://<dns name> with internal SSL; the DNS
 // name with services; pod_connect_ip when set (it wins, as in
 // KubeSpawner); the PodURL hook has the last word, given the pod as the
 // shared cache keeps it (reflector.Pod).
+//
+// The hub's API token never enters the pod spec: the variables
+// secret_env names (default DefaultSecretEnv: JUPYTERHUB_API_TOKEN and
+// JPY_API_TOKEN) are set by secretKeyRef from the environment Secret
+// (EnvSecretName: the pod's name and ".env"), which holds their values,
+// is owned by the pod (the garbage collector deletes it with the pod)
+// and is replaced by every start. It is created right after the pod,
+// since an owner reference needs the pod's uid and z2jh's Role has no
+// update or patch; a kubelet that looks for it first reports
+// CreateContainerConfigError naming it and retries, and the start waits
+// on rather than taking that for fatal. secret_env: [] gives KubeSpawner's
+// plain values.
 //
 // Each API request is bounded by k8s_api_request_timeout, counted from
 // when it leaves the client (time queued in client-go's rate limiter is

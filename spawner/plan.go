@@ -52,6 +52,11 @@ type Objects struct {
 	Pod       *corev1.Pod
 	Secret    *corev1.Secret
 	Service   *corev1.Service
+	// EnvSecret holds the values of the variables Config.SecretEnv
+	// names (the API token), which Pod's env references by
+	// secretKeyRef; nil when the server has none of them. Start creates
+	// it right after the pod, owned by it (see Start).
+	EnvSecret *corev1.Secret
 
 	// cfg is the effective configuration, shared and read-only: the
 	// Factory's own when no profile or init change applies (bench row:
@@ -237,15 +242,25 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 		}
 		o.PVC.Namespace = st.Namespace
 	}
-	if o.Pod, o.Env, err = buildPod(cfg, server, r, st, opts); err != nil {
+	var secretEnv map[string]string
+	if o.Pod, o.Env, secretEnv, err = buildPod(cfg, server, r, st, opts); err != nil {
 		return nil, err
 	}
-	// The secret's and the service's labels and annotations (manifest
+	// The secrets' and the service's labels and annotations (manifest
 	// copies them into each object).
 	var common, owned map[string]string
-	if opts.SSL != nil || st.Services {
+	if opts.SSL != nil || st.Services || len(secretEnv) > 0 {
 		common = addManagedBy(naming.CommonLabels(server, r.extraLabels, cfg.CommonLabels))
 		owned = addOwner(server, commonAnnotations(opts, r.extraAnnotations))
+	}
+	if len(secretEnv) > 0 {
+		o.EnvSecret, err = manifest.EnvSecret(manifest.EnvSecretSpec{
+			Name: EnvSecretName(st.PodName), Data: secretEnv, Labels: common, Annotations: owned,
+		})
+		if err != nil {
+			return nil, err
+		}
+		o.EnvSecret.Namespace = st.Namespace
 	}
 	if opts.SSL != nil {
 		o.Secret, err = manifest.Secret(manifest.SecretSpec{
@@ -613,7 +628,7 @@ func envVars(d envDict) ([]corev1.EnvVar, error) {
 	return out, nil
 }
 
-func buildPod(cfg *Config, server naming.Server, r *rendered, st *State, opts *StartOptions) (*corev1.Pod, []EnvEntry, error) {
+func buildPod(cfg *Config, server naming.Server, r *rendered, st *State, opts *StartOptions) (*corev1.Pod, []EnvEntry, map[string]string, error) {
 	// On the heap: a PodSpec on the stack would deepen every start's
 	// goroutine stack by a kilobyte.
 	spec := new(manifest.PodSpec)
@@ -652,14 +667,15 @@ func buildPod(cfg *Config, server naming.Server, r *rendered, st *State, opts *S
 	}
 	stateJSON, err := json.Marshal(st)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ann[StateAnnotation] = string(stateJSON)
 	spec.Annotations = ann
 	d := serverEnv(cfg, r, opts)
 	if spec.Env, err = envVars(d); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	secretEnv := moveToSecret(spec.Env, cfg.SecretEnv, EnvSecretName(st.PodName))
 	if opts.SSL != nil {
 		spec.SSLSecretName, spec.SSLSecretMountPath = r.secretName, cfg.SecretMountPath
 	}
@@ -673,10 +689,31 @@ func buildPod(cfg *Config, server naming.Server, r *rendered, st *State, opts *S
 	spec.ServiceAccount = r.serviceAccount
 	pod, err := manifest.Pod(spec)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	pod.Namespace = st.Namespace
-	return pod, []EnvEntry(d), nil
+	return pod, []EnvEntry(d), secretEnv, nil
+}
+
+// moveToSecret turns each variable of env named in names that has a
+// value into a reference to that key of the Secret secret, and returns
+// the values it took (nil when none): the Secret's data.
+func moveToSecret(env []corev1.EnvVar, names []string, secret string) map[string]string {
+	var data map[string]string
+	for i := range env {
+		e := &env[i]
+		if e.ValueFrom != nil || e.Value == "" || !slices.Contains(names, e.Name) {
+			continue
+		}
+		if data == nil {
+			data = make(map[string]string, len(names))
+		}
+		data[e.Name] = e.Value
+		e.Value = ""
+		e.ValueFrom = &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: e.Name}}
+	}
+	return data
 }
 
 // withManagedBy returns a copy of l with spawnkit's managed-by label, by

@@ -3,6 +3,8 @@ package spawner
 import (
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -72,13 +74,23 @@ func podExit(pod *reflector.Pod) exit {
 
 // fatalReason returns the first container waiting for one of the fatal
 // reasons, and a message naming it.
-func fatalReason(pod *reflector.Pod, fatal []string) (Reason, string) {
+func fatalReason(pod *reflector.Pod, fatal []string, envSecret string) (Reason, string) {
 	for _, cs := range allStatuses(pod) {
-		if w := cs.State.Waiting; w != nil && slices.Contains(fatal, w.Reason) {
+		if w := cs.State.Waiting; w != nil && slices.Contains(fatal, w.Reason) && !envSecretMissing(w, envSecret) {
 			return Reason(w.Reason), fmt.Sprintf("container %s is waiting: %s: %s", cs.Name, w.Reason, w.Message)
 		}
 	}
 	return "", ""
+}
+
+// envSecretMissing reports whether a container waits only because the
+// kubelet looked for the start's environment Secret before the start
+// created it, right after the pod (afterPod): the kubelet retries, and
+// the container starts then. The kubelet's message names the Secret
+// (`secret "<name>" not found`).
+func envSecretMissing(w *corev1.ContainerStateWaiting, envSecret string) bool {
+	return w.Reason == "CreateContainerConfigError" && envSecret != "" &&
+		strings.Contains(w.Message, strconv.Quote(envSecret)+" not found")
 }
 
 // startWakes is the wake function of a start's subscription to its pod

@@ -282,6 +282,19 @@ func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *Objects, h sta
 	s.mu.Lock()
 	s.state = o.State.clone()
 	s.mu.Unlock()
+	// The environment Secret first, within moments of the pod: the
+	// kubelet cannot create the container before it exists. It is made
+	// after the pod, not before, so that it can be owned by it (the
+	// garbage collector deletes it with the pod, whoever deletes the pod)
+	// under a Role without update or patch, as z2jh's: an owner reference
+	// needs the pod's uid. A kubelet that gets to the container first
+	// reports CreateContainerConfigError for this Secret and retries,
+	// which waitReady does not take as fatal (envSecretMissing).
+	if o.EnvSecret != nil {
+		if err := s.ensureOwned(ctx, created, o.EnvSecret); err != nil {
+			return "", fail(StepSecret, collisionReason(err), err)
+		}
+	}
 	if o.Secret != nil {
 		if err := s.ensureOwned(ctx, created, o.Secret); err != nil {
 			return "", fail(StepSecret, collisionReason(err), err)
@@ -478,7 +491,7 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 			if msg, fatal := pulls.observe(pod); fatal {
 				return nil, ReasonErrImagePull, errors.New(msg)
 			}
-			if reason, msg := fatalReason(pod, cfg.FatalReasons); reason != "" {
+			if reason, msg := fatalReason(pod, cfg.FatalReasons, EnvSecretName(name)); reason != "" {
 				return nil, reason, errors.New(msg)
 			}
 			if pod.DeletionTimestamp != nil {

@@ -284,6 +284,19 @@ func (c *Config) validateOptions() field.ErrorList {
 			errs = append(errs, field.Required(field.NewPath("fatal_reasons").Index(i), "a container waiting reason"))
 		}
 	}
+	seen := map[string]bool{}
+	for i, name := range c.SecretEnv {
+		path := field.NewPath("secret_env").Index(i)
+		// Each name is a key of the Secret: the API server's rule for
+		// Secret keys (ValidateSecret: IsConfigMapKey).
+		for _, msg := range validation.IsConfigMapKey(name) {
+			errs = append(errs, field.Invalid(path, name, msg))
+		}
+		if seen[name] {
+			errs = append(errs, field.Duplicate(path, name))
+		}
+		seen[name] = true
+	}
 	errs = append(errs, checkProfiles(c.ProfileList)...)
 	if c.source == nil && (len(c.ProfileList) > 0 || c.ProfileListFunc != nil) {
 		// A Go-built Config whose fields withDefaults could not make

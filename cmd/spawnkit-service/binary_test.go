@@ -718,6 +718,12 @@ func TestBinaryMetrics(t *testing.T) {
 	if got := after.value(t, "spawnkit_manager_servers", "phase", "running"); got != spawns {
 		t.Errorf("spawnkit_manager_servers{phase=running} = %g, want %d", got, spawns)
 	}
+	// The informers' health (the Registry's own collector).
+	for _, name := range []string{"spawnkit_reflector_healthy", "spawnkit_reflector_objects", "spawnkit_reflector_watch_errors_total"} {
+		if after.families[name] == nil {
+			t.Errorf("metric %s missing: the Registry's metrics are not served", name)
+		}
+	}
 	for _, name := range []string{"go_goroutines", "process_cpu_seconds_total", "process_resident_memory_bytes", "process_start_time_seconds", "process_open_fds"} {
 		if after.families[name] == nil {
 			t.Errorf("metric %s missing", name)

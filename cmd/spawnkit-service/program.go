@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/spawnkit/spawnkit/manager"
+	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/service"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -112,7 +113,7 @@ func restConfig(f flags) (*rest.Config, error) {
 func (p *program) newManager(client kubernetes.Interface, registry *reflector.Registry, reg prometheus.Registerer) (*manager.Manager, error) {
 	if registry == nil {
 		var err error
-		if registry, err = reflector.New(reflector.Options{Client: client}); err != nil {
+		if registry, err = p.newRegistry(client, nil); err != nil {
 			return nil, err
 		}
 		defer registry.Close()
@@ -129,6 +130,18 @@ func (p *program) newManager(client kubernetes.Interface, registry *reflector.Re
 		return nil, fmt.Errorf("%w (flags -leader-elect-lease-duration, -leader-elect-renew-deadline, -leader-elect-retry-period)", err)
 	}
 	return m, err
+}
+
+// newRegistry makes the shared informers' Registry: its pod informers
+// select the configuration's component_label (a Spawner refuses a
+// Registry that caches other pods), and with reg its health is exported
+// (spawnkit_reflector_*).
+func (p *program) newRegistry(client kubernetes.Interface, reg prometheus.Registerer) (*reflector.Registry, error) {
+	component := p.cfg.ComponentLabel
+	if component == "" {
+		component = naming.DefaultComponent
+	}
+	return reflector.New(reflector.Options{Client: client, PodLabelSelector: naming.LabelComponent + "=" + component, Registerer: reg})
 }
 
 func newLogger(w io.Writer) logr.Logger {
@@ -151,13 +164,13 @@ func (p *program) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	registry, err := reflector.New(reflector.Options{Client: client})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry, err := p.newRegistry(client, reg)
 	if err != nil {
 		return err
 	}
 	defer registry.Close()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := p.newManager(client, registry, reg)
 	if err != nil {
 		return err
