@@ -309,8 +309,11 @@ func (m *deployManifests) check(t *testing.T) {
 		}
 	}
 	// The Service's ports reach the container's.
-	if api := m.servicePort(t, "api"); api.Port != 8081 {
-		t.Errorf("Service port api is %d, want 8081", api.Port)
+	// The documented port: the flag's default, which nothing JupyterHub
+	// or z2jh listens on (8081 is the hub's own, in the same pod when the
+	// service is the hub's sidecar).
+	if api := m.servicePort(t, "api"); api.Port != 8765 {
+		t.Errorf("Service port api is %d, want 8765", api.Port)
 	}
 	for _, p := range m.service.Spec.Ports {
 		m.containerPort(t, "Service port "+p.Name, p.TargetPort)

@@ -36,8 +36,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (fl
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
 	fs.StringVar(&f.config, "config", "", "KubeSpawner-style YAML configuration (spawner.LoadConfig); none: an empty configuration")
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8081", "address of the API; beyond loopback, give -tls-cert-file and -tls-key-file")
-	fs.StringVar(&f.probeListen, "probe-listen", "127.0.0.1:8082", "address of /livez, /readyz and /metrics (no token, no user data); \"\" turns them off")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8765", "address of the API; beyond loopback, give -tls-cert-file and -tls-key-file")
+	fs.StringVar(&f.probeListen, "probe-listen", "127.0.0.1:8766", "address of /livez, /readyz and /metrics (no token, no user data); \"\" turns them off")
 	fs.StringVar(&f.tokenFile, "token-file", "", "file holding the API token (surrounding whitespace trimmed), re-read when it changes; wins over $"+tokenEnv)
 	fs.StringVar(&f.tlsCertFile, "tls-cert-file", "", "PEM certificate chain for the API (with -tls-key-file), re-read when it changes")
 	fs.StringVar(&f.tlsKeyFile, "tls-key-file", "", "PEM private key of -tls-cert-file")
@@ -88,7 +88,7 @@ func (f flags) validate() error {
 			}
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s %q: want host:port (e.g. 127.0.0.1:8081, or :8081 for every interface): %v", a.name, a.value, err))
+			errs = append(errs, fmt.Errorf("%s %q: want host:port (e.g. 127.0.0.1:8765, or :8765 for every interface): %v", a.name, a.value, err))
 		}
 	}
 	if f.probeListen != "" && f.probeListen == f.listen {

@@ -90,7 +90,7 @@ func TestHelpShowsOnlyOwnFlags(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("help lists the flags %q, want %q:\n%s", got, want, out)
 	}
-	for _, s := range []string{"127.0.0.1:8081", tokenEnv} {
+	for _, s := range []string{"127.0.0.1:8765", tokenEnv} {
 		if !strings.Contains(out, s) {
 			t.Errorf("help lacks %s:\n%s", s, out)
 		}

@@ -8,7 +8,7 @@
 // the API and every flag.
 //
 //	spawnkit-service -config config.yaml -token-file /etc/spawnkit/token \
-//	  -leader-elect -probe-listen :8082
+//	  -leader-elect -probe-listen :8766
 package main
 
 import (
