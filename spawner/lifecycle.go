@@ -220,7 +220,8 @@ type StopOptions struct {
 // then returns a *StartError with reason Cancelled wrapping
 // ErrStartCancelled, and deletes its pod), then deletes the pod with
 // delete_grace_period (0 with Now) and waits until the API server no
-// longer has it, all bounded by ctx. A pod that is already gone is
+// longer has it, all bounded by ctx. It costs the API server one
+// request, the delete: whose the pod is comes from the shared cache. A pod that is already gone is
 // success, so Stop is idempotent; a pod of another server under this
 // server's name is a *CollisionError and is not touched. The claim is
 // never touched.
@@ -256,6 +257,20 @@ func (s *Spawner) stop(ctx context.Context, opts StopOptions) error {
 	}
 	sub := s.b.registry.Subscribe(st.Namespace, st.PodName)
 	defer sub.Close()
+	// The cache says whose the pod is (it keeps the owner annotations),
+	// so a stop is one request: the delete, with the cached uid as its
+	// precondition, which never touches a newer pod of the name. Only a
+	// pod the cache has not seen (a create it has not caught up with) is
+	// read from the API server.
+	if cached, ok, err := pods.Get(ctx, st.Namespace, st.PodName); err == nil && ok {
+		if err := s.checkCachedPodOwner(cached); err != nil {
+			return err
+		}
+		if err := s.deletePod(ctx, pods, sub, st.Namespace, st.PodName, grace, cached.UID); err != nil {
+			return fmt.Errorf("spawner: stopping pod %s/%s: %w", st.Namespace, st.PodName, err)
+		}
+		return nil
+	}
 	var pod *corev1.Pod
 	err = s.call(ctx, func(ctx context.Context) error {
 		p, err := s.b.client.CoreV1().Pods(st.Namespace).Get(ctx, st.PodName, metav1.GetOptions{})

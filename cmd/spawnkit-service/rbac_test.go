@@ -547,14 +547,23 @@ func stepStop(t *testing.T, e *rbacEnv, s *rbacService, user string) outcome {
 	return outcome{ok: true}
 }
 
-// stepStaleObjects plants a Service and an environment Secret named as
-// bob's server's, annotated as his but owned by no pod (a pod's garbage
-// collection not yet done): bob's start must replace both with ones
-// owned by his new pod.
+// stepStaleObjects plants a pod (KubeSpawner's, left from before a
+// migration), a Service and an environment Secret named as bob's
+// server's, annotated as his, the last two owned by no pod (a garbage
+// collection not yet done): bob's start must replace all three, the
+// Service and Secret with ones owned by his new pod.
 func stepStaleObjects(t *testing.T, e *rbacEnv, s *rbacService) outcome {
 	ns, pod := e.serverNamespace(e.bob), "jupyter-"+e.bob
 	owner := metav1.ObjectMeta{Name: pod, Annotations: map[string]string{
 		"hub.jupyter.org/username": e.bob, "hub.jupyter.org/servername": ""}}
+	stale, err := cluster.Client.CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: pod, Annotations: owner.Annotations,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "kubespawner"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "notebook", Image: "quay.io/jupyter/base-notebook:2024-01-01"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := cluster.Client.CoreV1().Services(ns).Create(t.Context(), &corev1.Service{
 		ObjectMeta: owner, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 8888}}},
 	}, metav1.CreateOptions{}); err != nil {
@@ -568,6 +577,9 @@ func stepStaleObjects(t *testing.T, e *rbacEnv, s *rbacService) outcome {
 	}
 	if o := stepStart(t, e, s, e.bob, ""); !o.ok {
 		return o
+	}
+	if p, err := cluster.Client.CoreV1().Pods(ns).Get(t.Context(), pod, metav1.GetOptions{}); err != nil || p.UID == stale.UID {
+		return failed("pod %s/%s after %s's start: %v (the stale one kept: %v)", ns, pod, e.bob, err, err == nil)
 	}
 	svc, err := cluster.Client.CoreV1().Services(ns).Get(t.Context(), pod, metav1.GetOptions{})
 	if err != nil {
@@ -832,7 +844,9 @@ func TestRBACEveryVerbIsNeeded(t *testing.T) {
 		step     string
 		noStream bool
 	}{
-		{"", "pods", "get"}:    {"stop", false},
+		// A stop reads the pod's owner from the cache; a start that
+		// finds a pod of its name reads it to see whose it is.
+		{"", "pods", "get"}:    {"replace stale objects", false},
 		{"", "pods", "list"}:   {"ready", true},
 		{"", "pods", "watch"}:  {"ready", false},
 		{"", "pods", "create"}: {"start", false},
