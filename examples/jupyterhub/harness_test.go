@@ -26,8 +26,10 @@ import (
 
 // tools are the programs the test runs besides its own.
 type tools struct {
-	// Debian's JupyterHub, run with Debian's python3 (not the first python3
-	// on PATH, which may be a pyenv or a virtualenv without JupyterHub).
+	// Debian's JupyterHub and Debian's python3 (not the first python3 on
+	// PATH, which may be a pyenv or a virtualenv without JupyterHub), which
+	// makes the venv JupyterHub runs from (package_test.go) and runs the
+	// Python unit tests.
 	python, jupyterhub string
 	// node and configurable-http-proxy's script, from an npm prefix under
 	// the spawnkit cache (npm install --prefix <cache>/spawnkit/chp).
@@ -70,6 +72,9 @@ func findTools() (tools, error) {
 	if len(missing) == 0 {
 		if out, err := exec.Command(tl.python, "-c", "import jupyterhub").CombinedOutput(); err != nil {
 			missing = append(missing, fmt.Sprintf("the jupyterhub module for %s: %v: %s", tl.python, err, out))
+		}
+		if err := requireInstallTools(tl.python); err != nil {
+			missing = append(missing, err.Error())
 		}
 	}
 	node, err := exec.LookPath("node")

@@ -8,21 +8,21 @@
 # (start_timeout, http_timeout, poll_interval, environment, cmd, args,
 # pre_spawn_hook, ...), renamed from c.KubeSpawner to c.Spawner.
 #
+#   pip install ./python    # from the repository root: spawnkit-jupyterhub, where JupyterHub runs
 #   SPAWNKIT_SERVICE_TOKEN=$(cat token) jupyterhub -f jupyterhub_config.py
 #
 # See README.md for the whole switch.
 import os
-import sys
 
 c = get_config()  # noqa: F821 (provided by JupyterHub)
 
-# spawnkit_spawner.py lives next to this file; anywhere on PYTHONPATH works.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-c.JupyterHub.spawner_class = "spawnkit_spawner.SpawnkitSpawner"
+# The spawnkit-jupyterhub package registers SpawnkitSpawner under this name.
+c.JupyterHub.spawner_class = "spawnkit"
 
-# Where the spawner-service listens (its -listen flag) and the token it
-# expects (its -token-file); the token defaults to $SPAWNKIT_SERVICE_TOKEN.
-c.SpawnkitSpawner.service_url = os.environ.get("SPAWNKIT_SERVICE_URL", "http://127.0.0.1:8081")
+# Where the spawner-service listens (its -listen flag; 127.0.0.1:8765 by
+# default) and the token it expects (its -token-file); the token defaults
+# to $SPAWNKIT_SERVICE_TOKEN.
+c.SpawnkitSpawner.service_url = os.environ.get("SPAWNKIT_SERVICE_URL", "http://127.0.0.1:8765")
 
 # JupyterHub's own timeouts, as zero-to-jupyterhub sets them for
 # KubeSpawner. Keep start_timeout at or above the service's start_timeout

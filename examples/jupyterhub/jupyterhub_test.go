@@ -34,19 +34,22 @@ func TestMain(m *testing.M) {
 	testcluster.Main(m, testcluster.Options{Level: testcluster.Lifecycle, Nodes: 1, Responders: true}, &cluster)
 }
 
-// TestJupyterHub runs a real JupyterHub with SpawnkitSpawner against the
-// spawner-service on a simulated cluster and drives it like its users and
-// admins do. The steps share one stack and run in order: later ones
+// TestJupyterHub runs a real JupyterHub (Debian's 3.0) with the
+// spawnkit-jupyterhub package installed into a venv, as an operator
+// installs it, and c.JupyterHub.spawner_class = "spawnkit", against the
+// spawner-service on a simulated cluster, and drives it like its users
+// and admins do. The steps share one stack and run in order: later ones
 // restart the processes the earlier servers run under.
 func TestJupyterHub(t *testing.T) {
 	tl := requireTools(t)
 	c := testcluster.Require(t, cluster)
 	ctx := t.Context()
-	s := newStack(t, tl, c)
+	s := newStack(t, tl, c, stackOptions{hubConfig: contractConfig})
 	for _, u := range []string{"alice", "bob", "carol", "dave", "erin", "frank"} {
 		s.createUser(ctx, t, u)
 	}
 
+	t.Run("Package", func(t *testing.T) { testPackage(t, s) })
 	t.Run("StartProgressAndProxy", func(t *testing.T) { testStartProgressAndProxy(t, s) })
 	t.Run("NamedServersAndTwoUsers", func(t *testing.T) { testNamedServersAndTwoUsers(t, s) })
 	t.Run("OptionsForm", func(t *testing.T) { testOptionsForm(t, s) })
@@ -57,6 +60,11 @@ func TestJupyterHub(t *testing.T) {
 	t.Run("Stop", func(t *testing.T) { testStop(t, s) })
 	t.Run("DeleteForever", func(t *testing.T) { testDeleteForever(t, s) })
 	t.Run("StartWhileServiceDown", func(t *testing.T) { testStartWhileServiceDown(t, s) })
+	// JupyterHub 5 and 6's spawner contract, where 3.0 exercises it
+	// (python/README.md has the whole table).
+	t.Run("PollBeforeStart", func(t *testing.T) { testPollBeforeStart(t, s) })
+	t.Run("EnvAndUserOptions", func(t *testing.T) { testEnvAndUserOptions(t, s) })
+	t.Run("StopWhileStartIsRetried", func(t *testing.T) { testStopWhileStartIsRetried(t, s) })
 }
 
 // A start's progress stream carries spawnkit's events and ends ready; the
@@ -111,6 +119,7 @@ func testStartProgressAndProxy(t *testing.T, s *stack) {
 	}
 
 	s.waitServer(ctx, t, "alice", "", 30*time.Second, "ready", ready)
+	checkRoute(t, s, "alice", "", pod)
 	a, err := s.viaProxy(ctx, "/user/alice/lab?x=1")
 	if err != nil {
 		t.Fatal(err)
@@ -335,7 +344,8 @@ func testStop(t *testing.T, s *stack) {
 
 // Removing a named server through JupyterHub's API stops it and calls
 // the Spawner's delete_forever: the service deletes the server's claim,
-// as KubeSpawner does; the user's other server keeps its own.
+// as KubeSpawner does; the user's other server keeps its own. Deleting
+// the user calls delete_forever for the default server too.
 func testDeleteForever(t *testing.T, s *stack) {
 	ctx := t.Context()
 	claims := s.cluster.Client.CoreV1().PersistentVolumeClaims(namespace)
@@ -367,6 +377,16 @@ func testDeleteForever(t *testing.T, s *stack) {
 	}
 	s.mustAPI(ctx, t, http.MethodDelete, serverPath("grace", ""), nil, http.StatusNoContent, http.StatusAccepted)
 	s.waitServer(ctx, t, "grace", "", 30*time.Second, "stopped", gone)
+	if _, err := claims.Get(ctx, "claim-grace", metav1.GetOptions{}); err != nil {
+		t.Errorf("the default server's claim after stopping it: %v", err)
+	}
+	s.mustAPI(ctx, t, http.MethodDelete, "/users/grace", nil, http.StatusNoContent)
+	eventually(t, 100*time.Millisecond, 60*time.Second, func() error {
+		if _, err := claims.Get(ctx, "claim-grace", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("claim claim-grace after deleting user grace: %v", err)
+		}
+		return nil
+	})
 }
 
 // A start JupyterHub hands over while the service is down (a restart,

@@ -31,11 +31,15 @@ const (
 )
 
 // stack is a JupyterHub with configurable-http-proxy and the
-// spawner-service, all on 127.0.0.1, state in one directory. Every process
-// is stopped by its PID in the test's cleanup.
+// spawner-service, all on 127.0.0.1, state in one directory. JupyterHub
+// runs from the venv the spawnkit-jupyterhub package was installed into
+// and loads SpawnkitSpawner by its entry point's name. Every process is
+// stopped by its PID in the test's cleanup.
 type stack struct {
 	tools   tools
+	venv    venv
 	cluster *testcluster.Cluster
+	opts    stackOptions
 	dir     string // state: JupyterHub's database, cookie secret, logs
 
 	serviceBin                               string
@@ -45,12 +49,19 @@ type stack struct {
 	service, proxy, hub *process
 }
 
-// newStack builds the service and starts the service, the proxy and
-// JupyterHub.
-func newStack(t *testing.T, tl tools, c *testcluster.Cluster) *stack {
+// stackOptions change the test's JupyterHub configuration.
+type stackOptions struct {
+	// hubConfig is Python appended to the test's jupyterhub_config.py;
+	// it sees the directory of the stack's state as state_dir.
+	hubConfig string
+}
+
+// newStack installs the Python package (once per test binary), builds the
+// service and starts the service, the proxy and JupyterHub.
+func newStack(t *testing.T, tl tools, c *testcluster.Cluster, opts stackOptions) *stack {
 	t.Helper()
 	s := &stack{
-		tools: tl, cluster: c, dir: t.TempDir(),
+		tools: tl, venv: requirePackage(t), cluster: c, opts: opts, dir: t.TempDir(),
 		serviceToken: randomToken(), adminToken: randomToken(), proxyToken: randomToken(),
 	}
 	for _, p := range []*int{&s.servicePort, &s.proxyPort, &s.proxyAPI, &s.hubAPI} {
@@ -140,14 +151,14 @@ func (s *stack) startProxy(ctx context.Context, t *testing.T) {
 
 func (s *stack) startHub(ctx context.Context, t *testing.T) {
 	t.Helper()
-	p, err := startProcess("jupyterhub", s.dir, s.logPath("jupyterhub"),
-		[]string{
-			"CONFIGPROXY_AUTH_TOKEN=" + s.proxyToken,
-			"SPAWNKIT_SERVICE_TOKEN=" + s.serviceToken,
-			// No __pycache__ next to spawnkit_spawner.py in the repository.
-			"PYTHONDONTWRITEBYTECODE=1",
-		},
-		s.tools.python, s.tools.jupyterhub, "-f", filepath.Join(s.dir, "jupyterhub_config.py"))
+	// JupyterHub from the venv: Debian's, which the venv sees, with the
+	// package pip installed there and nothing else on its path.
+	env := append([]string{
+		"CONFIGPROXY_AUTH_TOKEN=" + s.proxyToken,
+		"SPAWNKIT_SERVICE_TOKEN=" + s.serviceToken,
+	}, pythonEnv...)
+	p, err := startProcess("jupyterhub", s.dir, s.logPath("jupyterhub"), env,
+		s.venv.python, "-m", "jupyterhub", "-f", filepath.Join(s.dir, "jupyterhub_config.py"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,9 +220,10 @@ c.Spawner.start_timeout = %[9]d
 # the screenshot, which can take a minute on a loaded machine).
 c.Spawner.http_timeout = 180
 c.Spawner.poll_interval = 1
+state_dir = %[10]q
 `, example, s.serviceURL(), s.proxyPort, s.hubAPI, s.proxyAPI,
 		filepath.Join(s.dir, "jupyterhub.sqlite"), filepath.Join(s.dir, "cookie_secret"),
-		s.adminToken, int(hubStartTimeout/time.Second))
+		s.adminToken, int(hubStartTimeout/time.Second), s.dir) + s.opts.hubConfig
 }
 
 // serverPath is a server's path below /users/{user} in JupyterHub's API:
@@ -277,20 +289,21 @@ func (s *stack) createUser(ctx context.Context, t *testing.T, user string) {
 	s.mustAPI(ctx, t, http.MethodPost, "/users/"+url.PathEscape(user), nil, http.StatusCreated, http.StatusConflict)
 }
 
-// startServer asks JupyterHub to start a server with user options.
-func (s *stack) startServer(ctx context.Context, t *testing.T, user, server string, options map[string]string) {
+// startServer asks JupyterHub to start a server with user options (a
+// JSON object).
+func (s *stack) startServer(ctx context.Context, t *testing.T, user, server string, options any) {
 	t.Helper()
 	s.mustAPI(ctx, t, http.MethodPost, serverPath(user, server), options, http.StatusCreated, http.StatusAccepted)
 }
 
 // hubServer is a server as JupyterHub's API reports it.
 type hubServer struct {
-	Name        string            `json:"name"`
-	Ready       bool              `json:"ready"`
-	Pending     *string           `json:"pending"`
-	URL         string            `json:"url"`
-	UserOptions map[string]string `json:"user_options"`
-	State       map[string]any    `json:"state"`
+	Name        string         `json:"name"`
+	Ready       bool           `json:"ready"`
+	Pending     *string        `json:"pending"`
+	URL         string         `json:"url"`
+	UserOptions map[string]any `json:"user_options"`
+	State       map[string]any `json:"state"`
 }
 
 // servers returns a user's servers as JupyterHub's API lists them.

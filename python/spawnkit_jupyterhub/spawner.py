@@ -9,6 +9,7 @@ API (v1) and nothing else:
     POST   {S}                 start (idempotent)
     GET    {S}                 status: poll, get_url
     DELETE {S}[?now=true]      stop; returns once the pod is gone
+    DELETE {S}?forever=true    delete_forever
     GET    {S}/progress        server-sent events, resumable with Last-Event-ID
     GET    /v1/users/{user}/options-form
     POST   /v1/users/{user}/options-from-form
@@ -17,15 +18,17 @@ where {S} is /v1/users/{user}/server for a user's default server and
 /v1/users/{user}/servers/{name} for a named one.
 
 It needs nothing beyond JupyterHub itself (the standard library, tornado,
-traitlets) and works with JupyterHub 3.0 and later. Put this file on
-JupyterHub's PYTHONPATH (or next to jupyterhub_config.py) and set
+traitlets) and works with JupyterHub 3.0 and later. Install the
+spawnkit-jupyterhub package where JupyterHub runs and set
 
-    c.JupyterHub.spawner_class = "spawnkit_spawner.SpawnkitSpawner"
+    c.JupyterHub.spawner_class = "spawnkit"
 
 Failure policy: only the service's own answer ends a server. When the
 service cannot be reached (restarting, upgraded, briefly partitioned),
 poll reports the server as running and logs a warning, so that a service
-restart never makes JupyterHub forget or cull running servers.
+restart never makes JupyterHub forget or cull running servers; starts,
+stops and deletions are sent again until their time is up (every request
+is safe to repeat).
 """
 
 import asyncio
@@ -37,33 +40,20 @@ import weakref
 from urllib.parse import quote, urlencode, urlsplit
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
-from traitlets import Float, Integer, Unicode, default
+from traitlets import Bool, Float, Integer, Unicode, default
 
 import jupyterhub
 from jupyterhub.spawner import Spawner
 from jupyterhub.traitlets import Command
 
+from ._sse import SSEConnection, closing
+from .errors import ServiceUnavailable, SpawnkitError, for_jupyterhub
+
 __all__ = ["SpawnkitSpawner", "SpawnkitError"]
 
-
-class SpawnkitError(Exception):
-    """The spawner-service refused or failed an operation.
-
-    reason is the service's CamelCase reason (ErrImagePull, Timeout,
-    InvalidUserOptions, ...), status the HTTP status when there was one.
-    jupyterhub_message is what JupyterHub shows the user ("Spawn failed: ...").
-    """
-
-    def __init__(self, message, reason="", status=None):
-        super().__init__(message)
-        self.reason = reason
-        self.status = status
-        self.jupyterhub_message = message
-
-
-class ServiceUnavailable(SpawnkitError):
-    """The service could not be reached, or answered with a server error."""
-
+# Answers of a replica that must not serve (it stands by, or shuts down):
+# asked again, since another replica answers soon.
+_NOT_SERVING = ("NotLeader", "NotReady")
 
 # One HTTP client per event loop: the service's requests never wait in
 # the queue of the client that JupyterHub shares for everything else.
@@ -78,6 +68,13 @@ def _http_client():
     return client
 
 
+def _retrieve(future):
+    """Marks a request nobody waits for any more as seen (its outcome
+    no longer matters), so asyncio does not log it."""
+    if not future.cancelled():
+        future.exception()
+
+
 class SpawnkitSpawner(Spawner):
     """Starts each server through spawnkit's spawner-service.
 
@@ -88,8 +85,12 @@ class SpawnkitSpawner(Spawner):
     """
 
     service_url = Unicode(
-        "http://127.0.0.1:8081",
-        help="""Base URL of the spawnkit spawner-service (its API is under /v1).""",
+        "http://127.0.0.1:8765",
+        help="""Base URL of the spawnkit spawner-service (its API is under /v1).
+
+        The default is the service's default -listen address; 8765 is
+        neither JupyterHub's (8000, 8001, 8081) nor zero-to-jupyterhub's.
+        """,
     ).tag(config=True)
 
     service_token = Unicode(
@@ -106,7 +107,10 @@ class SpawnkitSpawner(Spawner):
 
     service_request_timeout = Float(
         60,
-        help="""Seconds one request to the service may take.
+        help="""Seconds one request to the service may take; also how long
+        a stop or a deletion is sent again while the service cannot be
+        reached, and how long a replica that does not serve (NotLeader,
+        NotReady) is asked again.
 
         A stop waits until the pod is gone from the API server, so this
         should exceed the service's delete_grace_period.
@@ -115,22 +119,52 @@ class SpawnkitSpawner(Spawner):
 
     service_connect_timeout = Float(
         30,
-        help="""Seconds to wait for a connection to the service. A hub that
-        accepts hundreds of starts at once keeps its event loop busy for
-        seconds, so this is generous; a start that cannot connect is tried
-        again until start_timeout.""",
+        help="""Seconds to wait for a connection to the service, or for a
+        free connection when all service_max_connections are busy. A hub
+        that accepts hundreds of starts at once keeps its event loop busy
+        for seconds, so this is generous; a start that cannot connect is
+        tried again until start_timeout.""",
     ).tag(config=True)
 
     service_retry_interval = Float(
         1,
-        help="""Seconds between attempts while the service is unreachable or
-        its progress stream has dropped.""",
+        help="""Seconds before the first new attempt while the service is
+        unreachable or its progress stream has dropped; the wait doubles
+        up to service_retry_max_interval.""",
+    ).tag(config=True)
+
+    service_retry_max_interval = Float(
+        5,
+        help="""The longest wait between two attempts while the service is
+        unreachable.""",
+    ).tag(config=True)
+
+    service_stream_idle_timeout = Float(
+        45,
+        help="""Seconds the progress stream may stay silent before it is
+        taken for dropped and opened again. The service sends a keepalive
+        every 15 s.""",
     ).tag(config=True)
 
     service_busy_timeout = Float(
         60,
         help="""Seconds a start waits for a stop of the same server that is
         still in flight (the service answers 409) before giving up.""",
+    ).tag(config=True)
+
+    allow_rename = Bool(
+        False,
+        help="""Whether JupyterHub 6's rename of a stopped named server
+        (PATCH /users/{user}/servers/{name} with a new name) is allowed.
+
+        The service names a server's objects after the server: a claim
+        whose pvc_name_template uses {servername} or {user_server} (as
+        KubeSpawner's default does) is not carried over to the new name.
+        The next start creates the new name's claim, and the old one stays
+        until deleted by hand. False (default): renames are refused with a
+        message saying so. True: renames are allowed; use it when no
+        object outlives a server's stop, or when the claims are named
+        after the user alone.""",
     ).tag(config=True)
 
     # As in KubeSpawner: the container's own command unless configured,
@@ -163,11 +197,23 @@ class SpawnkitSpawner(Spawner):
     # JupyterHub's database through get_state.
     _service_state = None
     _server_url = ""
+    # True from start() until clear_state: poll tells "never started" (0)
+    # from "gone" (1) by it and the state.
+    _started = False
     # Set once this spawner's start request has been answered (cleared by
     # clear_state, which JupyterHub calls before each start), so that
     # progress never relays a previous operation's events.
     _start_accepted = None
+    # The task running start(), and its start request on the wire: a stop
+    # cancels the first and waits for the second's answer, so no start
+    # reaches the service after the stop's DELETE.
     _start_task = None
+    _start_request = None
+    # The start task a stop cancelled: it also ends at its next step, so
+    # that a cancellation lost on the way (asyncio.wait_for before Python
+    # 3.12 drops one that arrives as the awaited call completes) cannot
+    # let it carry on, or start the stopped server again.
+    _cancelled_start = None
 
     @default("options_form")
     def _options_form_default(self):
@@ -179,10 +225,11 @@ class SpawnkitSpawner(Spawner):
 
     # --- addressing and transport -------------------------------------
 
-    def _server_path(self):
+    def _server_path(self, name=None):
         user = quote(self.user.name, safe="")
-        if self.name:
-            return f"/v1/users/{user}/servers/{quote(self.name, safe='')}"
+        name = self.name if name is None else name
+        if name:
+            return f"/v1/users/{user}/servers/{quote(name, safe='')}"
         return f"/v1/users/{user}/server"
 
     def _url(self, path, query=None):
@@ -199,34 +246,47 @@ class SpawnkitSpawner(Spawner):
             headers.update(extra)
         return headers
 
-    async def _request(self, method, path, body=None, query=None, not_found_ok=False):
+    def _next_delay(self, delay):
+        return min(delay * 2, max(self.service_retry_max_interval, self.service_retry_interval))
+
+    async def _request(self, method, path, body=None, query=None, not_found_ok=False, unreachable_for=0, what=""):
         """One request to the service; returns the decoded JSON body.
 
         A replica that must not answer (503 NotLeader: it stands by while
         another replica leads; NotReady: it is shutting down) is asked
         again every service_retry_interval for up to
         service_request_timeout, so a failover between service replicas
-        does not fail the hub's call: every request is safe to repeat
-        (a start is idempotent, a stop of a stopped server succeeds).
+        does not fail the hub's call; with unreachable_for, so is a
+        service that cannot be reached (connection refused during a
+        restart, a connect timeout), for that many seconds, with backoff.
+        Every request is safe to repeat: a start is idempotent, a stop of
+        a stopped server succeeds.
 
         Raises SpawnkitError for a refusal (4xx) and ServiceUnavailable
         when the service is unreachable or fails (5xx). With not_found_ok a
         404 returns None.
         """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.service_request_timeout
+        begin = loop.time()
+        delay = self.service_retry_interval
         while True:
             try:
                 return await self._request_once(method, path, body, query, not_found_ok)
             except ServiceUnavailable as e:
-                if e.reason not in ("NotLeader", "NotReady"):
+                now = loop.time()
+                if e.reason in _NOT_SERVING:
+                    if now + self.service_retry_interval > begin + self.service_request_timeout:
+                        raise
+                    self.log.info(
+                        "spawnkit service replica answered %s for %s %s; asking again", e.reason, method, path
+                    )
+                    await asyncio.sleep(self.service_retry_interval)
+                    continue
+                if e.status is not None or now + delay > begin + unreachable_for:
                     raise
-                if loop.time() + self.service_retry_interval > deadline:
-                    raise
-                self.log.info(
-                    "spawnkit service replica answered %s for %s %s; asking again", e.reason, method, path
-                )
-                await asyncio.sleep(self.service_retry_interval)
+                self.log.warning("spawnkit: %s: %s; trying again in %.1fs", what or f"{method} {path}", e, delay)
+                await asyncio.sleep(delay)
+                delay = self._next_delay(delay)
 
     async def _request_once(self, method, path, body, query, not_found_ok):
         headers = {}
@@ -239,6 +299,7 @@ class SpawnkitSpawner(Spawner):
             method=method,
             headers=self._headers(headers),
             body=payload,
+            # Also bounds the wait for a free connection (tornado's queue).
             connect_timeout=min(self.service_connect_timeout, self.service_request_timeout),
             request_timeout=self.service_request_timeout,
             follow_redirects=False,
@@ -249,6 +310,8 @@ class SpawnkitSpawner(Spawner):
             if e.code == 404 and not_found_ok:
                 return None
             if e.code == 599 or e.response is None:
+                # No answer: refused, "Timeout while connecting", "Timeout
+                # in request queue", or the connection dropped.
                 raise ServiceUnavailable(
                     f"spawnkit service at {self.service_url} unreachable ({method} {path}): {e}",
                     reason="ServiceUnavailable",
@@ -279,10 +342,44 @@ class SpawnkitSpawner(Spawner):
 
     # --- start ----------------------------------------------------------
 
+    def _service_user_options(self):
+        """The user options as the service takes them: a string, or a list
+        of one string (form data), per key.
+
+        JupyterHub hands user_options over as it stored them; since 5.3
+        its apply_user_options hook (like pre_spawn_hook before it) turns
+        some of them into spawner attributes, which reach the service
+        through get_env(), cmd and args. Values of other types are for
+        such hooks: they are not sent (the service would refuse the whole
+        start), and a warning names them. "profile" and
+        "<option>--unlisted-choice" are always sent, so that the service
+        refuses a profile it cannot read rather than start the default.
+        """
+        sent, dropped = {}, []
+        for key, value in (self.user_options or {}).items():
+            if (
+                isinstance(value, str)
+                or (isinstance(value, (list, tuple)) and len(value) == 1 and isinstance(value[0], str))
+                or key == "profile"
+                or key.endswith("--unlisted-choice")
+            ):
+                sent[key] = list(value) if isinstance(value, tuple) else value
+            else:
+                dropped.append(key)
+        if dropped:
+            self.log.warning(
+                "spawnkit: user options of %s not sent to the service (not a string, so not a profile choice): %s",
+                self._log_name,
+                ", ".join(sorted(dropped)),
+            )
+        return sent
+
     def _start_body(self):
+        # get_env() as it is: every variable JupyterHub sets (the token,
+        # OAuth client and scopes, URLs, limits) and `environment`.
         env = {k: "" if v is None else str(v) for k, v in self.get_env().items()}
         body = {
-            "user_options": self.user_options or {},
+            "user_options": self._service_user_options(),
             "env": env,
             "args": list(self.get_args() or []),
             "user_id": self.user.id,
@@ -297,8 +394,26 @@ class SpawnkitSpawner(Spawner):
             self._start_accepted = asyncio.Event()
         return self._start_accepted
 
+    def _check_cancelled(self):
+        if self._cancelled_start is not None and self._cancelled_start is asyncio.current_task():
+            raise asyncio.CancelledError(f"the start of {self._log_name} was stopped")
+
+    def _start_in_flight(self):
+        """Whether a start() of this spawner is running, or its request
+        may still reach the service."""
+        return any(t is not None and not t.done() for t in (self._start_task, self._start_request))
+
     async def start(self):
+        """Starts the server; returns its URL (http://<pod IP>:<port>) once
+        its pod is ready.
+
+        A failure the service reports (a refusal, a failed pod) is raised
+        as a SpawnkitError, on JupyterHub 6.0 and later as a
+        SpawnException as well (errors.for_jupyterhub); a service that
+        cannot be reached until start_timeout as ServiceUnavailable.
+        """
         self._start_task = asyncio.current_task()
+        self._started = True
         try:
             status = await self._request_start()
             self._start_event().set()
@@ -306,34 +421,58 @@ class SpawnkitSpawner(Spawner):
             url = await self._wait_ready()
             self._server_url = url
             return url
+        except SpawnkitError as e:
+            failure = for_jupyterhub(e)
+            if failure is e:
+                raise
+            raise failure from e
         finally:
             # A refused start releases progress too (it then ends at once).
             self._start_event().set()
             self._start_task = None
 
     async def _request_start(self):
-        """POSTs the start until the service takes it. A start is
-        idempotent, so a request that could not connect or timed out (the
-        service restarting, a hub too busy to connect in time) is sent
-        again, with backoff, until start_timeout; a 409 (the previous stop
-        of this server still in flight) until service_busy_timeout."""
+        """POSTs the start until the service takes it.
+
+        A start is idempotent, so a request that could not connect or
+        timed out (the service restarting, a hub too busy to connect in
+        time) is sent again, with backoff, until start_timeout, as is one
+        a replica that does not serve answered; a 409 (the previous stop
+        of this server still in flight) until service_busy_timeout. Each
+        request runs as a task of its own that a cancelled start does not
+        cancel: stop() waits for its answer.
+        """
+        body = self._start_body()
+        path = self._server_path()
         now = time.monotonic()
         busy_deadline = now + self.service_busy_timeout
         deadline = now + self.start_timeout
         delay = self.service_retry_interval
         while True:
+            self._check_cancelled()
+            request = asyncio.ensure_future(self._request_once("POST", path, body, None, False))
+            request.add_done_callback(_retrieve)
+            self._start_request = request
             try:
-                return await self._request("POST", self._server_path(), body=self._start_body())
+                return await asyncio.shield(request)
             except ServiceUnavailable as e:
-                if e.status is not None or time.monotonic() + delay > deadline:
+                if e.status is not None and e.reason not in _NOT_SERVING:
                     raise  # a 5xx is the service's own failure: not retried
-                self.log.warning("spawnkit: starting %s: %s; trying again in %.1fs", self._log_name, e, delay)
+                # Up to start_timeout, when JupyterHub gives up itself.
+                wait = min(delay, deadline - time.monotonic())
+                if wait <= 0:
+                    raise
+                if e.reason in _NOT_SERVING:
+                    self.log.info("spawnkit service replica answered %s for the start of %s; asking again", e.reason, self._log_name)
+                else:
+                    self.log.warning("spawnkit: starting %s: %s; trying again in %.1fs", self._log_name, e, wait)
             except SpawnkitError as e:
                 if e.status != 409 or time.monotonic() > busy_deadline:
                     raise
                 self.log.info("spawnkit: %s is still stopping; waiting to start it", self._log_name)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+                wait = delay
+            await asyncio.sleep(wait)
+            delay = self._next_delay(delay)
 
     async def _wait_ready(self):
         """Follows the progress stream until the final event; falls back on
@@ -342,8 +481,9 @@ class SpawnkitSpawner(Spawner):
         last_id = None
         deadline = time.monotonic() + self.start_timeout + 60
         while True:
+            self._check_cancelled()
             try:
-                async with _closing(self._events(last_id)) as events:
+                async with closing(self._events(last_id)) as events:
                     async for event_id, kind, data in events:
                         last_id = event_id or last_id
                         if kind == "ready" or data.get("ready"):
@@ -378,7 +518,7 @@ class SpawnkitSpawner(Spawner):
                 if phase in ("failed", "stopped", "stopping"):
                     await self._fail(status.get("reason", ""), status.get("message", ""))
             if time.monotonic() > deadline:
-                raise SpawnkitError(
+                raise ServiceUnavailable(
                     f"{self._log_name}: no answer from the spawnkit service in time",
                     reason="Timeout",
                 )
@@ -390,6 +530,7 @@ class SpawnkitSpawner(Spawner):
         existed (a crash, or a failover that found no pod). A start is
         idempotent, so it is asked for again; the new start's progress is
         followed from its beginning."""
+        self._check_cancelled()
         self.log.warning(
             "spawnkit: the service lost the start of %s (a restart or failover before its pod existed); starting it again",
             self._log_name,
@@ -407,7 +548,9 @@ class SpawnkitSpawner(Spawner):
         # Leave nothing behind: JupyterHub does not call stop for a server
         # whose poll already reports an exit status.
         try:
-            await self._request("DELETE", self._server_path(), not_found_ok=True)
+            await self._request(
+                "DELETE", self._server_path(), not_found_ok=True, unreachable_for=self.service_request_timeout
+            )
         except SpawnkitError as e:
             self.log.warning("spawnkit: cleaning up after the failed start of %s: %s", self._log_name, e)
         text = ": ".join(p for p in (reason, message) if p) or "start failed"
@@ -416,29 +559,69 @@ class SpawnkitSpawner(Spawner):
     # --- poll, stop, URL ---------------------------------------------------
 
     async def poll(self):
+        """None while the server starts or runs, its exit status once it
+        stopped (1 when the service no longer knows it), 0 for a server
+        this spawner never started nor loaded state for and the service
+        does not know (JupyterHub's contract: "not initialized").
+
+        A start in flight counts as running without asking the service
+        (its request may not have arrived yet). When the service cannot be
+        reached the server counts as running: only the service's answer
+        ends a server.
+        """
+        if self._start_in_flight():
+            return None
+        known = self._started or self._service_state is not None or bool(self._server_url)
         try:
             status = await self._request("GET", self._server_path(), not_found_ok=True)
         except SpawnkitError as e:
+            if not known:
+                self.log.warning(
+                    "spawnkit: cannot poll %s, which was never started here: %s; reporting it not running",
+                    self._log_name,
+                    e,
+                )
+                return 0
             # Only the service's answer ends a server: while it is away (a
             # restart, a network blip, a bad token) the server counts as running.
-            self.log.warning(
-                "spawnkit: cannot poll %s, assuming it is still running: %s", self._log_name, e
-            )
+            self.log.warning("spawnkit: cannot poll %s, assuming it is still running: %s", self._log_name, e)
             return None
         if status is None:
+            if not known:
+                self.log.debug("spawnkit: poll of %s before any start: the service does not know it (0)", self._log_name)
+                return 0
             return 1
         self._remember(status)
         code = status.get("exit_code")
         return None if code is None else int(code)
 
     async def stop(self, now=False):
+        """Stops the server; returns once its pod is gone.
+
+        A start in flight is cancelled first (JupyterHub 3 stops after its
+        start_timeout while start() still runs; 5.1 and later cancel a
+        pending start, then stop), and its request, if on the wire, is
+        waited for, so that the start cannot reach the service after the
+        DELETE. The DELETE is sent again while the service cannot be
+        reached, for up to service_request_timeout.
+        """
         task = self._start_task
         if task is not None and task is not asyncio.current_task() and not task.done():
-            # JupyterHub gave up on the start (start_timeout): the service
-            # cancels it below; our start must not outlive it.
+            self._cancelled_start = task
             task.cancel()
+        request = self._start_request
+        if request is not None and not request.done():
+            self.log.info("spawnkit: %s is stopped while its start request is on its way; waiting for its answer", self._log_name)
+            await asyncio.wait([request], timeout=self.service_request_timeout)
         query = {"now": "true"} if now else None
-        status = await self._request("DELETE", self._server_path(), query=query, not_found_ok=True)
+        status = await self._request(
+            "DELETE",
+            self._server_path(),
+            query=query,
+            not_found_ok=True,
+            unreachable_for=self.service_request_timeout,
+            what=f"stopping {self._log_name}",
+        )
         if status:
             self._remember(status)
 
@@ -450,9 +633,52 @@ class SpawnkitSpawner(Spawner):
         server), as KubeSpawner's delete_forever does; it refuses (409)
         while the server runs, which JupyterHub never asks for.
         """
-        await self._request("DELETE", self._server_path(), query={"forever": "true"}, not_found_ok=True)
+        await self._request(
+            "DELETE",
+            self._server_path(),
+            query={"forever": "true"},
+            not_found_ok=True,
+            unreachable_for=self.service_request_timeout,
+            what=f"deleting {self._log_name} for good",
+        )
         self._service_state = None
         self._server_url = ""
+
+    async def rename(self, old_name, new_name):
+        """JupyterHub 6.0 renames a stopped named server (its PATCH of
+        /users/{user}/servers/{old_name} with a name); an exception here
+        refuses the rename. Earlier JupyterHubs never call it.
+
+        Refused unless allow_rename (the service's objects named after the
+        old server are not carried over), and refused while the service
+        still knows the server under its old name (starting, running or
+        stopping).
+        """
+        if not self.allow_rename:
+            raise self._refusal(
+                f"Renaming {self.user.name}'s server {old_name!r} is turned off: the spawner's "
+                "objects named after the server (such as its volume claim) would not follow the new "
+                "name. An admin can allow it with c.SpawnkitSpawner.allow_rename = True.",
+                reason="RenameNotAllowed",
+                status=409,
+            )
+        status = await self._request("GET", self._server_path(old_name), not_found_ok=True)
+        phase = (status or {}).get("phase", "stopped")
+        if phase not in ("stopped", "failed"):
+            raise self._refusal(
+                f"{self.user.name}'s server {old_name!r} is {phase} in the spawnkit service; stop it before renaming it",
+                reason="ServerActive",
+                status=409,
+            )
+        self.log.info("spawnkit: %s's server %r renamed to %r", self.user.name, old_name, new_name)
+        self._service_state = None
+        self._server_url = ""
+
+    def _refusal(self, message, reason, status):
+        """A refusal to raise to JupyterHub: a SpawnException where
+        JupyterHub has one (its handlers show the message), else a
+        SpawnkitError."""
+        return for_jupyterhub(SpawnkitError(message, reason=reason, status=status))
 
     async def get_url(self):
         try:
@@ -482,7 +708,7 @@ class SpawnkitSpawner(Spawner):
         last_id = None
         while True:
             try:
-                async with _closing(self._events(last_id)) as events:
+                async with closing(self._events(last_id)) as events:
                     async for event_id, kind, data in events:
                         last_id = event_id or last_id
                         event = {"message": data.get("message", "")}
@@ -517,15 +743,20 @@ class SpawnkitSpawner(Spawner):
         """Yields (id, event, data) from GET {S}/progress.
 
         Raises ServiceUnavailable when the connection fails or falls
-        silent (the service sends a keepalive every 15 s), SpawnkitError
-        for a refusal (404: unknown server).
+        silent for service_stream_idle_timeout, SpawnkitError for a
+        refusal (404: unknown server).
         """
         headers = self._headers({"Accept": "text/event-stream", "Cache-Control": "no-cache"})
         if last_event_id:
             headers["Last-Event-ID"] = str(last_event_id)
         url = self._url(self._server_path() + "/progress")
         try:
-            async with _SSEConnection(url, headers, idle_timeout=45) as conn:
+            async with SSEConnection(
+                url,
+                headers,
+                connect_timeout=self.service_connect_timeout,
+                idle_timeout=self.service_stream_idle_timeout,
+            ) as conn:
                 if conn.status != 200:
                     body = await conn.read_body()
                     message, reason = _error_of_bytes(body)
@@ -583,6 +814,7 @@ class SpawnkitSpawner(Spawner):
         super().clear_state()
         self._service_state = None
         self._server_url = ""
+        self._started = False
         if self._start_accepted is not None:
             self._start_accepted.clear()
 
@@ -602,144 +834,3 @@ def _error_of_bytes(body):
     if isinstance(doc, dict):
         return str(doc.get("error", "")), str(doc.get("reason", ""))
     return "", ""
-
-
-class _closing:
-    """contextlib.aclosing, which Python 3.8 and 3.9 lack."""
-
-    def __init__(self, agen):
-        self.agen = agen
-
-    async def __aenter__(self):
-        return self.agen
-
-    async def __aexit__(self, *exc):
-        await self.agen.aclose()
-
-
-class _SSEConnection:
-    """One GET of a server-sent event stream over a plain asyncio connection.
-
-    tornado's client cannot abort a streaming request that falls silent;
-    this one closes the socket when nothing (not even a keepalive) arrives
-    for idle_timeout seconds.
-    """
-
-    def __init__(self, url, headers, idle_timeout):
-        self.url = url
-        self.headers = headers
-        self.idle_timeout = idle_timeout
-        self.status = 0
-        self.response_headers = {}
-        self._reader = None
-        self._writer = None
-        self._chunked = False
-        self._remaining = None  # bytes left with Content-Length
-
-    async def __aenter__(self):
-        parts = urlsplit(self.url)
-        tls = parts.scheme == "https"
-        port = parts.port or (443 if tls else 80)
-        self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(
-                parts.hostname, port, ssl=ssl.create_default_context() if tls else None
-            ),
-            timeout=10,
-        )
-        target = parts.path or "/"
-        if parts.query:
-            target += "?" + parts.query
-        host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
-        lines = [f"GET {target} HTTP/1.1", f"Host: {host}", "Connection: close"]
-        lines += [f"{k}: {v}" for k, v in self.headers.items()]
-        self._writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("utf-8"))
-        await self._writer.drain()
-        status_line = await self._line()
-        fields = status_line.split(" ", 2)
-        if len(fields) < 2 or not fields[0].startswith("HTTP/"):
-            raise ValueError(f"bad status line {status_line!r}")
-        self.status = int(fields[1])
-        while True:
-            line = await self._line()
-            if not line:
-                break
-            name, _, value = line.partition(":")
-            self.response_headers[name.strip().lower()] = value.strip()
-        self._chunked = "chunked" in self.response_headers.get("transfer-encoding", "").lower()
-        if "content-length" in self.response_headers:
-            self._remaining = int(self.response_headers["content-length"])
-        return self
-
-    async def __aexit__(self, *exc):
-        if self._writer is not None:
-            self._writer.close()
-            try:
-                await self._writer.wait_closed()
-            except Exception:
-                pass
-
-    async def _line(self):
-        data = await asyncio.wait_for(self._reader.readline(), self.idle_timeout)
-        if not data:
-            raise EOFError("connection closed")
-        return data.decode("utf-8").rstrip("\r\n")
-
-    async def _body_chunks(self):
-        """Yields the decoded body as bytes."""
-        while True:
-            if self._chunked:
-                size = int((await self._line()).split(";", 1)[0], 16)
-                if size == 0:
-                    return
-                data = await asyncio.wait_for(self._reader.readexactly(size + 2), self.idle_timeout)
-                yield data[:-2]
-            elif self._remaining is not None:
-                if self._remaining <= 0:
-                    return
-                data = await asyncio.wait_for(
-                    self._reader.read(min(self._remaining, 65536)), self.idle_timeout
-                )
-                if not data:
-                    raise EOFError("connection closed")
-                self._remaining -= len(data)
-                yield data
-            else:
-                data = await asyncio.wait_for(self._reader.read(65536), self.idle_timeout)
-                if not data:
-                    return
-                yield data
-
-    async def read_body(self):
-        chunks = []
-        async for data in self._body_chunks():
-            chunks.append(data)
-        return b"".join(chunks)
-
-    async def events(self):
-        """Yields (id, event, data) per event; data is the decoded JSON."""
-        buf = b""
-        event_id, kind, data_lines = None, "message", []
-        async for chunk in self._body_chunks():
-            buf += chunk
-            while True:
-                nl = buf.find(b"\n")
-                if nl < 0:
-                    break
-                line = buf[:nl].rstrip(b"\r").decode("utf-8")
-                buf = buf[nl + 1 :]
-                if not line:
-                    if data_lines:
-                        yield event_id, kind, json.loads("\n".join(data_lines))
-                    kind, data_lines = "message", []
-                    continue
-                if line.startswith(":"):
-                    continue  # keepalive comment
-                field, _, value = line.partition(":")
-                if value.startswith(" "):
-                    value = value[1:]
-                if field == "id":
-                    event_id = value
-                elif field == "event":
-                    kind = value
-                elif field == "data":
-                    data_lines.append(value)

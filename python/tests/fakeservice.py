@@ -1,0 +1,201 @@
+"""An in-process stand-in for the spawner-service's HTTP API (v1), and a
+SpawnkitSpawner wired to it, for the unit tests.
+
+The fake keeps one record per server and logs every request it gets
+(method, path, query, body) with the time it arrived and was answered,
+so that a test can check what reached the service and in which order.
+Tests script it through its attributes: start_delay (seconds a POST
+takes), start_status (the POST's HTTP status and body), final_event (the
+progress stream's last event).
+"""
+
+import asyncio
+import json
+import socket
+import types
+import unittest
+
+from tornado import web
+from tornado.httpserver import HTTPServer
+
+from jupyterhub.objects import Hub, Server
+
+from spawnkit_jupyterhub import SpawnkitSpawner
+
+TOKEN = "service-token"
+
+
+class Request:
+    def __init__(self, method, path, query, body):
+        self.method = method
+        self.path = path
+        self.query = query
+        self.body = body
+        self.received = asyncio.get_running_loop().time()
+        self.answered = None
+
+    def __repr__(self):
+        return f"{self.method} {self.path}{'?' + self.query if self.query else ''}"
+
+
+class FakeService:
+    def __init__(self):
+        self.requests = []
+        self.servers = {}  # path -> status dict
+        self.start_delay = 0.0
+        self.start_status = 202
+        self.start_error = None  # (status, reason, message) to refuse starts with
+        self.final_event = ("ready", {"ready": True, "url": "http://127.0.0.2:8888", "progress": 100})
+        self._server = None
+        self.port = None
+
+    # --- lifecycle ---------------------------------------------------------
+
+    def listen(self, port=0):
+        """Starts answering on 127.0.0.1 (port 0: any free port)."""
+        app = web.Application(
+            [(r"(/v1/users/[^/]+/(?:server|servers/[^/]+))(/progress)?", _ServerHandler, {"fake": self})],
+            log_function=lambda handler: None,
+        )
+        self._server = HTTPServer(app)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(128)
+        sock.setblocking(False)
+        self.port = sock.getsockname()[1]
+        self._server.add_sockets([sock])
+
+    async def close(self):
+        if self._server is not None:
+            self._server.stop()
+            await self._server.close_all_connections()
+            self._server = None
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    # --- what arrived ----------------------------------------------------------
+
+    def calls(self, method=None):
+        return [r for r in self.requests if method is None or r.method == method]
+
+    def started(self, path):
+        return path in self.servers and self.servers[path]["phase"] in ("starting", "running")
+
+
+class _ServerHandler(web.RequestHandler):
+    def initialize(self, fake):
+        self.fake = fake
+
+    def prepare(self):
+        if self.request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            self._error(401, "Unauthorized", "bad token")
+            return
+        body = json.loads(self.request.body) if self.request.body else None
+        self.record = Request(self.request.method, self.path_args[0] + (self.path_args[1] or ""), self.request.query, body)
+        self.fake.requests.append(self.record)
+
+    def on_finish(self):
+        if getattr(self, "record", None) is not None:
+            self.record.answered = asyncio.get_running_loop().time()
+
+    def _error(self, status, reason, message):
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"error": message, "reason": reason}))
+
+    def _json(self, status, doc):
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(doc))
+
+    async def post(self, path, progress):
+        if self.fake.start_delay:
+            await asyncio.sleep(self.fake.start_delay)
+        if self.fake.start_error:
+            self._error(*self.fake.start_error)
+            return
+        status = {"phase": "starting", "ready": False, "exit_code": None, "state": {"pod_name": "jupyter-x"}}
+        self.fake.servers[path] = status
+        self._json(self.fake.start_status, status)
+
+    async def get(self, path, progress):
+        status = self.fake.servers.get(path)
+        if status is None:
+            self._error(404, "NotFound", f"no server {path}")
+            return
+        if not progress:
+            self._json(200, status)
+            return
+        kind, data = self.fake.final_event
+        if kind == "ready":
+            status.update(phase="running", ready=True, url=data.get("url", ""))
+        self.set_header("Content-Type", "text/event-stream")
+        self.write(f"id: 1\nevent: progress\ndata: {json.dumps({'progress': 10, 'message': 'Pod created'})}\n\n")
+        self.write(f"id: 2\nevent: {kind}\ndata: {json.dumps(data)}\n\n")
+        await self.finish()
+
+    async def delete(self, path, progress):
+        forever = self.get_query_argument("forever", "") == "true"
+        status = self.fake.servers.get(path)
+        if forever:
+            if status is not None and status["phase"] in ("starting", "running"):
+                self._error(409, "Conflict", "server is not stopped")
+                return
+            self.fake.servers.pop(path, None)
+            self.set_status(204)
+            self.finish()
+            return
+        if status is None:
+            self._error(404, "NotFound", f"no server {path}")
+            return
+        status.update(phase="stopped", ready=False, exit_code=0)
+        self.fake.servers.pop(path, None)
+        self._json(200, status)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_spawner(service_url, user="alice", name="", **traits):
+    """A SpawnkitSpawner as JupyterHub sets one up for a start: a user, the
+    hub, the server's prefix, an API token and OAuth client, with short
+    timeouts."""
+    user_obj = types.SimpleNamespace(name=user, id=7, url=f"/user/{user}/", escaped_name=user)
+    defaults = dict(
+        service_url=service_url,
+        service_token=TOKEN,
+        service_retry_interval=0.05,
+        service_retry_max_interval=0.2,
+        service_request_timeout=5,
+        service_connect_timeout=2,
+        start_timeout=10,
+        api_token="hub-api-token",
+        oauth_client_id=f"jupyterhub-user-{user}",
+        oauth_access_scopes=[f"access:servers!server={user}/{name}"],
+    )
+    defaults.update(traits)
+    # Spawner.name and .server live on its database row.
+    orm_spawner = types.SimpleNamespace(name=name, server=None, state=None, user_options=None)
+    spawner = SpawnkitSpawner(
+        user=user_obj, hub=Hub(ip="127.0.0.1", port=8081, base_url="/hub/"), orm_spawner=orm_spawner, **defaults
+    )
+    prefix = f"/user/{user}/{name + '/' if name else ''}"
+    spawner.server = Server(base_url=prefix)
+    return spawner
+
+
+class ServiceTestCase(unittest.IsolatedAsyncioTestCase):
+    """A test with a FakeService listening (self.service)."""
+
+    async def asyncSetUp(self):
+        self.service = FakeService()
+        self.service.listen()
+
+    async def asyncTearDown(self):
+        await self.service.close()
