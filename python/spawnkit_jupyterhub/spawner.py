@@ -541,7 +541,8 @@ class SpawnkitSpawner(Spawner):
         status = await self._request("GET", self._server_path())
         self._remember(status)
         if not status.get("url"):
-            raise SpawnkitError(f"{self._log_name} is ready but the service gave no URL")
+            # The service's own fault, not the start's.
+            raise ServiceUnavailable(f"{self._log_name} is ready but the service gave no URL", reason="InternalError")
         return status["url"]
 
     async def _fail(self, reason, message):
