@@ -32,40 +32,21 @@ is safe to repeat).
 """
 
 import asyncio
-import json
 import os
-import ssl
 import time
-import weakref
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlsplit
 
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Bool, Float, Integer, Unicode, default
 
 import jupyterhub
 from jupyterhub.spawner import Spawner
 from jupyterhub.traitlets import Command
 
-from ._sse import SSEConnection, closing
+from ._api import NOT_SERVING, ServiceAPI
+from ._sse import closing
 from .errors import ServiceUnavailable, SpawnkitError, for_jupyterhub
 
 __all__ = ["SpawnkitSpawner", "SpawnkitError"]
-
-# Answers of a replica that must not serve (it stands by, or shuts down):
-# asked again, since another replica answers soon.
-_NOT_SERVING = ("NotLeader", "NotReady")
-
-# One HTTP client per event loop: the service's requests never wait in
-# the queue of the client that JupyterHub shares for everything else.
-_clients = weakref.WeakKeyDictionary()
-
-
-def _http_client():
-    loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
-    if client is None:
-        client = _clients[loop] = AsyncHTTPClient(force_instance=True, max_clients=64)
-    return client
 
 
 def _retrieve(future):
@@ -232,104 +213,16 @@ class SpawnkitSpawner(Spawner):
             return f"/v1/users/{user}/servers/{quote(name, safe='')}"
         return f"/v1/users/{user}/server"
 
-    def _url(self, path, query=None):
-        url = self.service_url.rstrip("/") + path
-        if query:
-            url += "?" + urlencode(query)
-        return url
+    @property
+    def _api(self):
+        api = self.__dict__.get("_service_api")
+        if api is None:
+            api = self.__dict__["_service_api"] = ServiceAPI(self)
+        return api
 
-    def _headers(self, extra=None):
-        headers = {"Accept": "application/json"}
-        if self.service_token:
-            headers["Authorization"] = f"Bearer {self.service_token}"
-        if extra:
-            headers.update(extra)
-        return headers
-
-    def _next_delay(self, delay):
-        return min(delay * 2, max(self.service_retry_max_interval, self.service_retry_interval))
-
-    async def _request(self, method, path, body=None, query=None, not_found_ok=False, unreachable_for=0, what=""):
-        """One request to the service; returns the decoded JSON body.
-
-        A replica that must not answer (503 NotLeader: it stands by while
-        another replica leads; NotReady: it is shutting down) is asked
-        again every service_retry_interval for up to
-        service_request_timeout, so a failover between service replicas
-        does not fail the hub's call; with unreachable_for, so is a
-        service that cannot be reached (connection refused during a
-        restart, a connect timeout), for that many seconds, with backoff.
-        Every request is safe to repeat: a start is idempotent, a stop of
-        a stopped server succeeds.
-
-        Raises SpawnkitError for a refusal (4xx) and ServiceUnavailable
-        when the service is unreachable or fails (5xx). With not_found_ok a
-        404 returns None.
-        """
-        loop = asyncio.get_running_loop()
-        begin = loop.time()
-        delay = self.service_retry_interval
-        while True:
-            try:
-                return await self._request_once(method, path, body, query, not_found_ok)
-            except ServiceUnavailable as e:
-                now = loop.time()
-                if e.reason in _NOT_SERVING:
-                    if now + self.service_retry_interval > begin + self.service_request_timeout:
-                        raise
-                    self.log.info(
-                        "spawnkit service replica answered %s for %s %s; asking again", e.reason, method, path
-                    )
-                    await asyncio.sleep(self.service_retry_interval)
-                    continue
-                if e.status is not None or now + delay > begin + unreachable_for:
-                    raise
-                self.log.warning("spawnkit: %s: %s; trying again in %.1fs", what or f"{method} {path}", e, delay)
-                await asyncio.sleep(delay)
-                delay = self._next_delay(delay)
-
-    async def _request_once(self, method, path, body, query, not_found_ok):
-        headers = {}
-        payload = None
-        if body is not None:
-            payload = json.dumps(body)
-            headers["Content-Type"] = "application/json"
-        req = HTTPRequest(
-            self._url(path, query),
-            method=method,
-            headers=self._headers(headers),
-            body=payload,
-            # Also bounds the wait for a free connection (tornado's queue).
-            connect_timeout=min(self.service_connect_timeout, self.service_request_timeout),
-            request_timeout=self.service_request_timeout,
-            follow_redirects=False,
-        )
-        try:
-            resp = await _http_client().fetch(req)
-        except HTTPClientError as e:
-            if e.code == 404 and not_found_ok:
-                return None
-            if e.code == 599 or e.response is None:
-                # No answer: refused, "Timeout while connecting", "Timeout
-                # in request queue", or the connection dropped.
-                raise ServiceUnavailable(
-                    f"spawnkit service at {self.service_url} unreachable ({method} {path}): {e}",
-                    reason="ServiceUnavailable",
-                ) from e
-            message, reason = _error_of(e.response)
-            err = ServiceUnavailable if e.code >= 500 else SpawnkitError
-            raise err(message or str(e), reason=reason, status=e.code) from e
-        except (OSError, asyncio.TimeoutError, ssl.SSLError) as e:
-            raise ServiceUnavailable(
-                f"spawnkit service at {self.service_url} unreachable ({method} {path}): {e}",
-                reason="ServiceUnavailable",
-            ) from e
-        if not resp.body:
-            return None
-        ctype = resp.headers.get("Content-Type", "")
-        if ctype.startswith("application/json"):
-            return json.loads(resp.body)
-        return resp.body.decode("utf-8", "replace")
+    def _request(self, *args, **kwargs):
+        """ServiceAPI.request: one request, retried as it says."""
+        return self._api.request(*args, **kwargs)
 
     def _remember(self, status):
         """Keeps what the service said about the server, for get_state."""
@@ -450,19 +343,19 @@ class SpawnkitSpawner(Spawner):
         delay = self.service_retry_interval
         while True:
             self._check_cancelled()
-            request = asyncio.ensure_future(self._request_once("POST", path, body, None, False))
+            request = asyncio.ensure_future(self._api.request_once("POST", path, body, None, False))
             request.add_done_callback(_retrieve)
             self._start_request = request
             try:
                 return await asyncio.shield(request)
             except ServiceUnavailable as e:
-                if e.status is not None and e.reason not in _NOT_SERVING:
+                if e.status is not None and e.reason not in NOT_SERVING:
                     raise  # a 5xx is the service's own failure: not retried
                 # Up to start_timeout, when JupyterHub gives up itself.
                 wait = min(delay, deadline - time.monotonic())
                 if wait <= 0:
                     raise
-                if e.reason in _NOT_SERVING:
+                if e.reason in NOT_SERVING:
                     self.log.info("spawnkit service replica answered %s for the start of %s; asking again", e.reason, self._log_name)
                 else:
                     self.log.warning("spawnkit: starting %s: %s; trying again in %.1fs", self._log_name, e, wait)
@@ -472,7 +365,7 @@ class SpawnkitSpawner(Spawner):
                 self.log.info("spawnkit: %s is still stopping; waiting to start it", self._log_name)
                 wait = delay
             await asyncio.sleep(wait)
-            delay = self._next_delay(delay)
+            delay = self._api.next_delay(delay)
 
     async def _wait_ready(self):
         """Follows the progress stream until the final event; falls back on
@@ -483,7 +376,7 @@ class SpawnkitSpawner(Spawner):
         while True:
             self._check_cancelled()
             try:
-                async with closing(self._events(last_id)) as events:
+                async with closing(self._api.events(self._server_path(), last_id)) as events:
                     async for event_id, kind, data in events:
                         last_id = event_id or last_id
                         if kind == "ready" or data.get("ready"):
@@ -709,7 +602,7 @@ class SpawnkitSpawner(Spawner):
         last_id = None
         while True:
             try:
-                async with closing(self._events(last_id)) as events:
+                async with closing(self._api.events(self._server_path(), last_id)) as events:
                     async for event_id, kind, data in events:
                         last_id = event_id or last_id
                         event = {"message": data.get("message", "")}
@@ -739,34 +632,6 @@ class SpawnkitSpawner(Spawner):
                     raise
                 # Not known yet (the start request is still on its way).
             await asyncio.sleep(self.service_retry_interval)
-
-    async def _events(self, last_event_id):
-        """Yields (id, event, data) from GET {S}/progress.
-
-        Raises ServiceUnavailable when the connection fails or falls
-        silent for service_stream_idle_timeout, SpawnkitError for a
-        refusal (404: unknown server).
-        """
-        headers = self._headers({"Accept": "text/event-stream", "Cache-Control": "no-cache"})
-        if last_event_id:
-            headers["Last-Event-ID"] = str(last_event_id)
-        url = self._url(self._server_path() + "/progress")
-        try:
-            async with SSEConnection(
-                url,
-                headers,
-                connect_timeout=self.service_connect_timeout,
-                idle_timeout=self.service_stream_idle_timeout,
-            ) as conn:
-                if conn.status != 200:
-                    body = await conn.read_body()
-                    message, reason = _error_of_bytes(body)
-                    err = ServiceUnavailable if conn.status >= 500 else SpawnkitError
-                    raise err(message or f"HTTP {conn.status} from {url}", reason=reason, status=conn.status)
-                async for event in conn.events():
-                    yield event
-        except (OSError, asyncio.TimeoutError, ssl.SSLError, EOFError, ValueError) as e:
-            raise ServiceUnavailable(f"progress stream {url}: {e!r}", reason="ServiceUnavailable") from e
 
     # --- options form -------------------------------------------------------
 
@@ -818,20 +683,3 @@ class SpawnkitSpawner(Spawner):
         self._started = False
         if self._start_accepted is not None:
             self._start_accepted.clear()
-
-
-def _error_of(response):
-    return _error_of_bytes(response.body if response is not None else b"")
-
-
-def _error_of_bytes(body):
-    """The service's {"error", "reason"} body, or its text."""
-    if not body:
-        return "", ""
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return body.decode("utf-8", "replace").strip()[:500], ""
-    if isinstance(doc, dict):
-        return str(doc.get("error", "")), str(doc.get("reason", ""))
-    return "", ""

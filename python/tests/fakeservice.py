@@ -5,8 +5,8 @@ The fake keeps one record per server and logs every request it gets
 (method, path, query, body) with the time it arrived and was answered,
 so that a test can check what reached the service and in which order.
 Tests script it through its attributes: start_delay (seconds a POST
-takes), start_status (the POST's HTTP status and body), final_event (the
-progress stream's last event).
+takes), start_status (the POST's HTTP status), start_error and
+start_errors (refusals), final_event (the progress stream's last event).
 """
 
 import asyncio
@@ -44,7 +44,8 @@ class FakeService:
         self.servers = {}  # path -> status dict
         self.start_delay = 0.0
         self.start_status = 202
-        self.start_error = None  # (status, reason, message) to refuse starts with
+        self.start_error = None  # (status, reason, message) to refuse every start with
+        self.start_errors = []  # the same, for the next starts, one each
         self.final_event = ("ready", {"ready": True, "url": "http://127.0.0.2:8888", "progress": 100})
         self._server = None
         self.port = None
@@ -114,6 +115,9 @@ class _ServerHandler(web.RequestHandler):
     async def post(self, path, progress):
         if self.fake.start_delay:
             await asyncio.sleep(self.fake.start_delay)
+        if self.fake.start_errors:
+            self._error(*self.fake.start_errors.pop(0))
+            return
         if self.fake.start_error:
             self._error(*self.fake.start_error)
             return

@@ -7,7 +7,7 @@ from unittest import mock
 
 from tornado.httpclient import HTTPClientError
 
-from spawnkit_jupyterhub import ServiceUnavailable, spawner as spawner_module
+from spawnkit_jupyterhub import ServiceUnavailable, _api
 from tests.fakeservice import ServiceTestCase, free_port, make_spawner
 
 
@@ -24,7 +24,7 @@ class StartRetryTest(ServiceTestCase):
 
     async def test_timeout_while_connecting(self):
         spawner = make_spawner(self.service.url)
-        client = spawner_module._http_client()
+        client = _api.http_client()
         real_fetch = client.fetch
         timeouts = []
 
@@ -49,21 +49,16 @@ class StartRetryTest(ServiceTestCase):
         self.assertLess(loop.time() - begin, 3)
 
     async def test_not_leader_is_asked_again(self):
-        self.service.start_error = (503, "NotLeader", "this replica stands by")
+        self.service.start_errors = [(503, "NotLeader", "this replica stands by")] * 2
         spawner = make_spawner(self.service.url)
-        task = asyncio.ensure_future(spawner.start())
-        await asyncio.sleep(0.3)
-        self.service.start_error = None
-        self.assertEqual(await asyncio.wait_for(task, 10), "http://127.0.0.2:8888")
-        self.assertGreater(len(self.service.calls("POST")), 1)
+        self.assertEqual(await asyncio.wait_for(spawner.start(), 10), "http://127.0.0.2:8888")
+        self.assertEqual(len(self.service.calls("POST")), 3)
 
     async def test_a_conflict_waits_for_the_stop_in_flight(self):
-        self.service.start_error = (409, "Conflict", "still stopping")
+        self.service.start_errors = [(409, "Conflict", "still stopping")] * 2
         spawner = make_spawner(self.service.url)
-        task = asyncio.ensure_future(spawner.start())
-        await asyncio.sleep(0.3)
-        self.service.start_error = None
-        self.assertEqual(await asyncio.wait_for(task, 10), "http://127.0.0.2:8888")
+        self.assertEqual(await asyncio.wait_for(spawner.start(), 10), "http://127.0.0.2:8888")
+        self.assertEqual(len(self.service.calls("POST")), 3)
 
 
 class StopRetryTest(ServiceTestCase):

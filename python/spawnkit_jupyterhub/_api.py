@@ -1,0 +1,192 @@
+"""The spawner-service's HTTP API (v1) as a SpawnkitSpawner reaches it:
+requests with the spawner's token, timeouts and retries, and the
+progress stream.
+
+ServiceAPI reads the spawner's settings (service_url, service_token, the
+service_* timeouts) at every call, so a changed setting takes effect at
+once. Every request is safe to repeat, which is what makes the retries
+here correct: a start is idempotent, a stop of a stopped server
+succeeds.
+"""
+
+import asyncio
+import json
+import ssl
+import weakref
+from urllib.parse import urlencode
+
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+
+from ._sse import SSEConnection
+from .errors import ServiceUnavailable, SpawnkitError
+
+__all__ = ["NOT_SERVING", "ServiceAPI", "http_client"]
+
+# Answers of a replica that must not serve (it stands by, or shuts down):
+# asked again, since another replica answers soon.
+NOT_SERVING = ("NotLeader", "NotReady")
+
+# One HTTP client per event loop: the service's requests never wait in
+# the queue of the client that JupyterHub shares for everything else.
+_clients = weakref.WeakKeyDictionary()
+
+
+def http_client():
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None:
+        client = _clients[loop] = AsyncHTTPClient(force_instance=True, max_clients=64)
+    return client
+
+
+class ServiceAPI:
+    """The service's API for one spawner (s), whose settings and log it
+    uses; it keeps no state of its own."""
+
+    def __init__(self, spawner):
+        self.s = spawner
+
+    def url(self, path, query=None):
+        url = self.s.service_url.rstrip("/") + path
+        if query:
+            url += "?" + urlencode(query)
+        return url
+
+    def headers(self, extra=None):
+        headers = {"Accept": "application/json"}
+        if self.s.service_token:
+            headers["Authorization"] = f"Bearer {self.s.service_token}"
+        if extra:
+            headers.update(extra)
+        return headers
+
+    def next_delay(self, delay):
+        return min(delay * 2, max(self.s.service_retry_max_interval, self.s.service_retry_interval))
+
+    async def request(self, method, path, body=None, query=None, not_found_ok=False, unreachable_for=0, what=""):
+        """One request to the service; returns the decoded JSON body.
+
+        A replica that must not answer (503 NotLeader: it stands by while
+        another replica leads; NotReady: it is shutting down) is asked
+        again every service_retry_interval for up to
+        service_request_timeout, so a failover between service replicas
+        does not fail the hub's call; with unreachable_for, so is a
+        service that cannot be reached (connection refused during a
+        restart, a connect timeout), for that many seconds, with backoff.
+        Every request is safe to repeat: a start is idempotent, a stop of
+        a stopped server succeeds.
+
+        Raises SpawnkitError for a refusal (4xx) and ServiceUnavailable
+        when the service is unreachable or fails (5xx). With not_found_ok a
+        404 returns None.
+        """
+        loop = asyncio.get_running_loop()
+        begin = loop.time()
+        delay = self.s.service_retry_interval
+        while True:
+            try:
+                return await self.request_once(method, path, body, query, not_found_ok)
+            except ServiceUnavailable as e:
+                now = loop.time()
+                if e.reason in NOT_SERVING:
+                    if now + self.s.service_retry_interval > begin + self.s.service_request_timeout:
+                        raise
+                    self.s.log.info(
+                        "spawnkit service replica answered %s for %s %s; asking again", e.reason, method, path
+                    )
+                    await asyncio.sleep(self.s.service_retry_interval)
+                    continue
+                if e.status is not None or now + delay > begin + unreachable_for:
+                    raise
+                self.s.log.warning("spawnkit: %s: %s; trying again in %.1fs", what or f"{method} {path}", e, delay)
+                await asyncio.sleep(delay)
+                delay = self.next_delay(delay)
+
+    async def request_once(self, method, path, body, query, not_found_ok):
+        headers = {}
+        payload = None
+        if body is not None:
+            payload = json.dumps(body)
+            headers["Content-Type"] = "application/json"
+        req = HTTPRequest(
+            self.url(path, query),
+            method=method,
+            headers=self.headers(headers),
+            body=payload,
+            # Also bounds the wait for a free connection (tornado's queue).
+            connect_timeout=min(self.s.service_connect_timeout, self.s.service_request_timeout),
+            request_timeout=self.s.service_request_timeout,
+            follow_redirects=False,
+        )
+        try:
+            resp = await http_client().fetch(req)
+        except HTTPClientError as e:
+            if e.code == 404 and not_found_ok:
+                return None
+            if e.code == 599 or e.response is None:
+                # No answer: refused, "Timeout while connecting", "Timeout
+                # in request queue", or the connection dropped.
+                raise ServiceUnavailable(
+                    f"spawnkit service at {self.s.service_url} unreachable ({method} {path}): {e}",
+                    reason="ServiceUnavailable",
+                ) from e
+            message, reason = error_of(e.response)
+            err = ServiceUnavailable if e.code >= 500 else SpawnkitError
+            raise err(message or str(e), reason=reason, status=e.code) from e
+        except (OSError, asyncio.TimeoutError, ssl.SSLError) as e:
+            raise ServiceUnavailable(
+                f"spawnkit service at {self.s.service_url} unreachable ({method} {path}): {e}",
+                reason="ServiceUnavailable",
+            ) from e
+        if not resp.body:
+            return None
+        ctype = resp.headers.get("Content-Type", "")
+        if ctype.startswith("application/json"):
+            return json.loads(resp.body)
+        return resp.body.decode("utf-8", "replace")
+
+    async def events(self, path, last_event_id):
+        """Yields (id, event, data) from GET {path}/progress.
+
+        Raises ServiceUnavailable when the connection fails or falls
+        silent for service_stream_idle_timeout, SpawnkitError for a
+        refusal (404: unknown server).
+        """
+        headers = self.headers({"Accept": "text/event-stream", "Cache-Control": "no-cache"})
+        if last_event_id:
+            headers["Last-Event-ID"] = str(last_event_id)
+        url = self.url(path + "/progress")
+        try:
+            async with SSEConnection(
+                url,
+                headers,
+                connect_timeout=self.s.service_connect_timeout,
+                idle_timeout=self.s.service_stream_idle_timeout,
+            ) as conn:
+                if conn.status != 200:
+                    body = await conn.read_body()
+                    message, reason = error_of_bytes(body)
+                    err = ServiceUnavailable if conn.status >= 500 else SpawnkitError
+                    raise err(message or f"HTTP {conn.status} from {url}", reason=reason, status=conn.status)
+                async for event in conn.events():
+                    yield event
+        except (OSError, asyncio.TimeoutError, ssl.SSLError, EOFError, ValueError) as e:
+            raise ServiceUnavailable(f"progress stream {url}: {e!r}", reason="ServiceUnavailable") from e
+
+
+
+def error_of(response):
+    return error_of_bytes(response.body if response is not None else b"")
+
+
+def error_of_bytes(body):
+    """The service's {"error", "reason"} body, or its text."""
+    if not body:
+        return "", ""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", "replace").strip()[:500], ""
+    if isinstance(doc, dict):
+        return str(doc.get("error", "")), str(doc.get("reason", ""))
+    return "", ""
