@@ -13,8 +13,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
@@ -72,6 +74,16 @@ type Config struct {
 	// the user namespace's labels and annotations.
 	UserNamespaceLabels      map[string]string `json:"user_namespace_labels"`
 	UserNamespaceAnnotations map[string]string `json:"user_namespace_annotations"`
+	// NetworkPolicy, with enable_user_namespaces, gives every user
+	// namespace a NetworkPolicy with the semantics of z2jh's singleuser
+	// policy (spawnkit's own; off by default).
+	NetworkPolicy *NetworkPolicyConfig `json:"network_policy"`
+	// UserNamespaceResourceQuota, with enable_user_namespaces, gives
+	// every user namespace a ResourceQuota with these hard limits
+	// (resource name to quantity, e.g. limits.memory: 8Gi; values are
+	// templates), and refuses a start that the quota has no room for
+	// before anything of the server is created (spawnkit's own).
+	UserNamespaceResourceQuota map[string]string `json:"user_namespace_resource_quota"`
 	// HandleLegacyNames (default true) makes a start find and keep a
 	// claim made under KubeSpawner's pre-7 (escape scheme) name.
 	HandleLegacyNames *bool `json:"handle_legacy_names"`
@@ -154,6 +166,41 @@ func (s Seconds) Duration() time.Duration { return time.Duration(float64(s) * fl
 // back-off, ErrImagePull again) ends the start; listing ErrImagePull or
 // ImagePullBackOff here makes the first occurrence fatal.
 var DefaultFatalReasons = []string{"InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError", "CrashLoopBackOff"}
+
+// NetworkPolicyConfig is network_policy: z2jh's
+// singleuser.networkPolicy, for user namespaces, whose hub and proxy run
+// in the hub's namespace. Every field but enabled has z2jh's default.
+type NetworkPolicyConfig struct {
+	Enabled bool `json:"enabled"`
+	// HubNamespace is where the hub, proxy and autohttps pods run;
+	// default: namespace.
+	HubNamespace string `json:"hub_namespace"`
+	// HubPodLabels, ProxyPodLabels and AutoHTTPSPodLabels select them
+	// there; default app=jupyterhub and component hub, proxy, autohttps
+	// (z2jh's labels).
+	HubPodLabels       map[string]string `json:"hub_pod_labels"`
+	ProxyPodLabels     map[string]string `json:"proxy_pod_labels"`
+	AutoHTTPSPodLabels map[string]string `json:"autohttps_pod_labels"`
+	// HubPort is the hub's API port; default 8081.
+	HubPort int32 `json:"hub_port"`
+	// AllowedIngressPorts are open to every source.
+	AllowedIngressPorts []intstr.IntOrString `json:"allowed_ingress_ports"`
+	// InterNamespaceAccessLabels is "ignore" (default) or "accept": with
+	// accept, pods labelled hub.jupyter.org/network-access-singleuser in
+	// any namespace, and namespaces so labelled, reach the servers.
+	InterNamespaceAccessLabels string `json:"inter_namespace_access_labels"`
+	// EgressAllowRules override z2jh's defaults
+	// (manifest.DefaultEgressAllowRules) rule by rule: keys
+	// cloud_metadata_server, dns_ports_cloud_metadata_server,
+	// dns_ports_kube_system_namespace, dns_ports_private_ips,
+	// non_private_ips, private_ips.
+	EgressAllowRules map[string]bool `json:"egress_allow_rules"`
+	// CloudMetadataIP default 169.254.169.254.
+	CloudMetadataIP string `json:"cloud_metadata_ip"`
+	// Ingress and Egress rules are added as they are.
+	Ingress []networkingv1.NetworkPolicyIngressRule `json:"ingress"`
+	Egress  []networkingv1.NetworkPolicyEgressRule  `json:"egress"`
+}
 
 // DefaultSecretEnv are the variables kept out of the pod spec by default:
 // the server's JupyterHub API token under both of the names JupyterHub

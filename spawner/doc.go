@@ -22,7 +22,12 @@
 //
 // Start first resolves the user options (profiles) and renders every
 // object (Plan), so a configuration that cannot work fails before any
-// API call. Then, in order: the user namespace (enable_user_namespaces),
+// API call. Then, in order: the user namespace (enable_user_namespaces)
+// with its NetworkPolicy (network_policy) and ResourceQuota
+// (user_namespace_resource_quota), created or updated to the
+// configuration, and the quota's room for the pod checked (a start it has
+// no room for, or whose containers lack a limit it counts, fails at step
+// quota with reason QuotaExceeded before anything of the server exists),
 // the claim (storage_pvc_ensure), the pod (after the ModifyPod hook), the
 // environment Secret, the internal-SSL secret and the service (owned by
 // the pod), the AfterPodCreated hook, and the wait until the pod's PodReady condition is

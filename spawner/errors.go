@@ -15,10 +15,12 @@ const (
 	StepPlan      Step = "plan"      // profiles resolved, objects rendered: no API call yet
 	StepWatch     Step = "watch"     // taking the shared pod and event informers
 	StepNamespace Step = "namespace" // the user namespace (enable_user_namespaces)
+	StepPolicy    Step = "policy"    // the user namespace's NetworkPolicy (network_policy)
+	StepQuota     Step = "quota"     // the user namespace's ResourceQuota and its room for the server
 	StepPVC       Step = "pvc"       // the claim (storage_pvc_ensure)
 	StepHook      Step = "hook"      // ModifyPod or AfterPodCreated
 	StepPod       Step = "pod"       // creating the pod
-	StepSecret    Step = "secret"    // the internal-SSL secret
+	StepSecret    Step = "secret"    // the environment Secret or the internal-SSL secret
 	StepService   Step = "service"   // the service (services_enabled or internal SSL)
 	StepWait      Step = "wait"      // waiting for the pod to be ready
 )

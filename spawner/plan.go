@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,6 +53,12 @@ type Objects struct {
 	Pod       *corev1.Pod
 	Secret    *corev1.Secret
 	Service   *corev1.Service
+	// NetworkPolicy (network_policy) and ResourceQuota
+	// (user_namespace_resource_quota) are the user namespace's, with
+	// enable_user_namespaces: shared by the user's servers, made or
+	// brought up to date by each start before anything of the server.
+	NetworkPolicy *networkingv1.NetworkPolicy
+	ResourceQuota *corev1.ResourceQuota
 	// EnvSecret holds the values of the variables Config.SecretEnv
 	// names (the API token), which Pod's env references by
 	// secretKeyRef; nil when the server has none of them. Start creates
@@ -219,6 +226,9 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 		if o.Namespace, err = manifest.Namespace(manifest.NamespaceSpec{Name: st.Namespace, Labels: withManagedBy(r.nsLabels), Annotations: nsAnn}); err != nil {
 			return nil, fmt.Errorf("spawner: user namespace: %w", err)
 		}
+		if o.NetworkPolicy, o.ResourceQuota, err = namespaceObjects(cfg, server, r, st.Namespace); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.StoragePVCEnsure {
 		ann := addOwner(server, commonAnnotations(opts, r.storageAnnotations))
@@ -364,7 +374,8 @@ type rendered struct {
 	extraLabels, extraAnnotations     map[string]string
 	storageLabels, storageAnnotations map[string]string
 	nsLabels, nsAnnotations           map[string]string
-	environment                       []EnvEntry // expanded; non-string values as loaded
+	quota                             map[string]string // user_namespace_resource_quota
+	environment                       []EnvEntry        // expanded; non-string values as loaded
 	storageSelector                   *metav1.LabelSelector
 	volumes                           []corev1.Volume
 	mounts                            []corev1.VolumeMount
@@ -389,6 +400,7 @@ func render(cfg *Config, fields naming.Fields, syntax naming.Syntax) (*rendered,
 		{"storage_extra_annotations", cfg.StorageExtraAnnotations, &r.storageAnnotations},
 		{"user_namespace_labels", cfg.UserNamespaceLabels, &r.nsLabels},
 		{"user_namespace_annotations", cfg.UserNamespaceAnnotations, &r.nsAnnotations},
+		{"user_namespace_resource_quota", cfg.UserNamespaceResourceQuota, &r.quota},
 	} {
 		if *m.target, err = expandMap(m.in, fields, syntax); err != nil {
 			return nil, fmt.Errorf("%s: %w", m.key, err)
@@ -693,6 +705,95 @@ func buildPod(cfg *Config, server naming.Server, r *rendered, st *State, opts *S
 	}
 	pod.Namespace = st.Namespace
 	return pod, []EnvEntry(d), secretEnv, nil
+}
+
+// UserNamespacePolicyName and UserNamespaceQuotaName name the
+// NetworkPolicy and ResourceQuota of a user namespace.
+const (
+	UserNamespacePolicyName = "singleuser"
+	UserNamespaceQuotaName  = "singleuser"
+)
+
+// namespaceObjects renders the user namespace's NetworkPolicy and
+// ResourceQuota (each nil when not configured). They carry spawnkit's
+// managed-by label and the user's name (no server's: they are the
+// user's), and select the servers by the component label.
+func namespaceObjects(cfg *Config, server naming.Server, r *rendered, ns string) (*networkingv1.NetworkPolicy, *corev1.ResourceQuota, error) {
+	labels := withManagedBy(map[string]string{naming.LabelComponent: "singleuser-namespace"})
+	ann := map[string]string{naming.AnnotationUsername: server.Username}
+	var policy *networkingv1.NetworkPolicy
+	if np := cfg.NetworkPolicy; np != nil && np.Enabled {
+		hubNS := np.HubNamespace
+		if hubNS == "" {
+			hubNS = cfg.Namespace
+		}
+		rules := manifest.DefaultEgressAllowRules
+		for k, v := range np.EgressAllowRules {
+			switch k {
+			case "cloud_metadata_server":
+				rules.CloudMetadataServer = v
+			case "dns_ports_cloud_metadata_server":
+				rules.DNSPortsCloudMetadataServer = v
+			case "dns_ports_kube_system_namespace":
+				rules.DNSPortsKubeSystemNamespace = v
+			case "dns_ports_private_ips":
+				rules.DNSPortsPrivateIPs = v
+			case "non_private_ips":
+				rules.NonPrivateIPs = v
+			case "private_ips":
+				rules.PrivateIPs = v
+			}
+		}
+		or := func(m map[string]string, component string) map[string]string {
+			if len(m) > 0 {
+				return m
+			}
+			return map[string]string{"app": "jupyterhub", naming.LabelComponent: component}
+		}
+		port := np.HubPort
+		if port == 0 {
+			port = 8081
+		}
+		var err error
+		policy, err = manifest.NetworkPolicy(manifest.NetworkPolicySpec{
+			Name:                 UserNamespacePolicyName,
+			ServerLabels:         map[string]string{naming.LabelComponent: cfg.ComponentLabel},
+			HubNamespace:         hubNS,
+			HubLabels:            or(np.HubPodLabels, "hub"),
+			ProxyLabels:          or(np.ProxyPodLabels, "proxy"),
+			AutoHTTPSLabels:      or(np.AutoHTTPSPodLabels, "autohttps"),
+			HubPort:              port,
+			AllowedIngressPorts:  np.AllowedIngressPorts,
+			InterNamespaceAccess: np.InterNamespaceAccessLabels == "accept",
+			EgressAllowRules:     rules,
+			CloudMetadataIP:      np.CloudMetadataIP,
+			Ingress:              np.Ingress,
+			Egress:               np.Egress,
+			Labels:               labels,
+			Annotations:          ann,
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("spawner: network_policy: %w", err)
+		}
+		policy.Namespace = ns
+	}
+	var quota *corev1.ResourceQuota
+	if len(r.quota) > 0 {
+		hard := corev1.ResourceList{}
+		for k, v := range r.quota {
+			q, err := resource.ParseQuantity(v)
+			if err != nil {
+				return nil, nil, fmt.Errorf("spawner: user_namespace_resource_quota: %s: %q is not a quantity: %w", k, v, err)
+			}
+			hard[corev1.ResourceName(k)] = q
+		}
+		var err error
+		if quota, err = manifest.ResourceQuota(manifest.ResourceQuotaSpec{Name: UserNamespaceQuotaName, Hard: hard, Labels: labels, Annotations: ann}); err != nil {
+			return nil, nil, fmt.Errorf("spawner: user_namespace_resource_quota: %w", err)
+		}
+		quota.Namespace = ns
+	}
+	return policy, quota, nil
 }
 
 // moveToSecret turns each variable of env named in names that has a

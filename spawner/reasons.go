@@ -15,6 +15,9 @@ const (
 	ReasonPodGone   Reason = "PodGone"   // the pod was deleted or replaced by someone else
 	ReasonCollision Reason = "Collision" // an object of the same name belongs to another server
 	ReasonInvalid   Reason = "Invalid"   // the configuration cannot start this server
+	// ReasonQuotaExceeded: the user namespace's ResourceQuota has no
+	// room for the server (user_namespace_resource_quota).
+	ReasonQuotaExceeded Reason = "QuotaExceeded"
 	// ReasonErrImagePull: the image could not be pulled, twice (a
 	// container waiting with ErrImagePull or ImagePullBackOff).
 	ReasonErrImagePull Reason = "ErrImagePull"

@@ -254,6 +254,22 @@ func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *Objects, em *
 			return h, StepNamespace, "", err
 		}
 	}
+	if o.NetworkPolicy != nil {
+		if err := s.ensureNetworkPolicy(ctx, o.NetworkPolicy); err != nil {
+			return h, StepPolicy, collisionReason(err), err
+		}
+	}
+	if o.ResourceQuota != nil {
+		quota, err := s.ensureQuota(ctx, o.ResourceQuota)
+		if err != nil {
+			return h, StepQuota, collisionReason(err), err
+		}
+		// Before anything of the server exists: a refusal leaves
+		// nothing behind.
+		if err := quotaRoom(quota, o.Pod); err != nil {
+			return h, StepQuota, ReasonQuotaExceeded, err
+		}
+	}
 	if o.PVC != nil {
 		em.note(0, "Ensuring the storage claim "+o.PVC.Name)
 		if err := s.ensurePVC(ctx, run, o.PVC); err != nil {

@@ -284,6 +284,7 @@ func (c *Config) validateOptions() field.ErrorList {
 			errs = append(errs, field.Required(field.NewPath("fatal_reasons").Index(i), "a container waiting reason"))
 		}
 	}
+	errs = append(errs, c.validateNamespaceObjects()...)
 	seen := map[string]bool{}
 	for i, name := range c.SecretEnv {
 		path := field.NewPath("secret_env").Index(i)
@@ -412,6 +413,48 @@ func checkProfiles(profiles []Profile) field.ErrorList {
 			}
 			if len(o.Choices) == 0 && (o.UnlistedChoice == nil || !o.UnlistedChoice.Enabled) {
 				errs = append(errs, field.Required(op.Child("choices"), "a choice or an enabled unlisted_choice"))
+			}
+		}
+	}
+	return errs
+}
+
+// egressRuleKeys are network_policy.egress_allow_rules' keys.
+var egressRuleKeys = []string{"cloud_metadata_server", "dns_ports_cloud_metadata_server", "dns_ports_kube_system_namespace",
+	"dns_ports_private_ips", "non_private_ips", "private_ips"}
+
+// validateNamespaceObjects checks network_policy and
+// user_namespace_resource_quota, which act only in user namespaces.
+func (c *Config) validateNamespaceObjects() field.ErrorList {
+	var errs field.ErrorList
+	if np := c.NetworkPolicy; np != nil && np.Enabled {
+		path := field.NewPath("network_policy")
+		if !c.EnableUserNamespaces {
+			errs = append(errs, field.Invalid(path.Child("enabled"), true,
+				"acts in user namespaces only (enable_user_namespaces); in the hub's namespace apply deploy/networkpolicy.yaml or z2jh's singleuser.networkPolicy"))
+		}
+		switch np.InterNamespaceAccessLabels {
+		case "", "ignore", "accept":
+		default:
+			errs = append(errs, field.NotSupported(path.Child("inter_namespace_access_labels"), np.InterNamespaceAccessLabels, []string{"ignore", "accept"}))
+		}
+		for k := range np.EgressAllowRules {
+			if !slices.Contains(egressRuleKeys, k) {
+				errs = append(errs, field.NotSupported(path.Child("egress_allow_rules").Key(k), k, egressRuleKeys))
+			}
+		}
+	}
+	if len(c.UserNamespaceResourceQuota) > 0 {
+		path := field.NewPath("user_namespace_resource_quota")
+		if !c.EnableUserNamespaces {
+			errs = append(errs, field.Invalid(path, c.UserNamespaceResourceQuota, "acts in user namespaces only (enable_user_namespaces)"))
+		}
+		for k, v := range c.UserNamespaceResourceQuota {
+			if strings.Contains(v, "{") {
+				continue // a template: checked once expanded, at Plan
+			}
+			if _, err := resource.ParseQuantity(v); err != nil {
+				errs = append(errs, field.Invalid(path.Key(k), v, "must be a quantity, e.g. 4, 500m, 8Gi"))
 			}
 		}
 	}

@@ -406,6 +406,11 @@ services_enabled: true
 const rbacUserNamespacesConfig = rbacConfig + `enable_user_namespaces: true
 user_namespace_template: "%[1]s-{username}"
 component_label: "singleuser-%[1]s"
+network_policy:
+  enabled: true
+user_namespace_resource_quota:
+  limits.memory: 8Gi
+mem_limit: 1G
 `
 
 // The leader election of the RBAC tests: short, so that a replica that

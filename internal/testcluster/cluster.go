@@ -352,7 +352,7 @@ func (c *Cluster) startLifecycle(ctx context.Context, binDir string, nodes int, 
 			// The protection controllers lift the finalizers admission
 			// puts on claims and volumes, so deleted claims go away.
 			"--controllers=node-lifecycle-controller,garbage-collector-controller,namespace-controller," +
-				"persistentvolumeclaim-protection-controller,persistentvolume-protection-controller",
+				"persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,resourcequota-controller",
 			"--leader-elect=false", "--secure-port=0",
 			"--node-monitor-period=1s",
 			"--v=2",
