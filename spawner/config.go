@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -136,6 +137,11 @@ type Config struct {
 	DeleteStoppedPods         *bool    `json:"delete_stopped_pods"`           // default true
 	EventsEnabled             *bool    `json:"events_enabled"`                // default true
 	FatalReasons              []string `json:"fatal_reasons"`                 // spawnkit's own; default DefaultFatalReasons
+	// EventMessageRules rewrite or drop the messages of the pod's
+	// Kubernetes events before they reach the hub's progress (spawnkit's
+	// own; KubeSpawner shows every event as it is, #910, #916): the
+	// first rule that matches an event decides.
+	EventMessageRules []EventMessageRule `json:"event_message_rules"`
 	// SecretEnv names the environment variables whose values go into
 	// the server's environment Secret (EnvSecretName), which the pod's
 	// env references by secretKeyRef, instead of into the pod spec
@@ -166,6 +172,70 @@ func (s Seconds) Duration() time.Duration { return time.Duration(float64(s) * fl
 // back-off, ErrImagePull again) ends the start; listing ErrImagePull or
 // ImagePullBackOff here makes the first occurrence fatal.
 var DefaultFatalReasons = []string{"InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError", "CrashLoopBackOff"}
+
+// EventMessageRule is one of event_message_rules: an event matches when
+// its reason is Reason (any reason when "") and its message matches the
+// regular expression Match (any message when ""); then Drop hides it, or
+// Replace is shown instead of the whole message, with $0 (Match's match),
+// $1 and ${name} (its groups) expanded as regexp.Expand does.
+type EventMessageRule struct {
+	Reason  string `json:"reason"`
+	Match   string `json:"match"`
+	Replace string `json:"replace"`
+	Drop    bool   `json:"drop"`
+}
+
+// eventRules are a start's event_message_rules, compiled once per start
+// (a Config is shared by concurrent starts and never written).
+type eventRules []compiledRule
+
+type compiledRule struct {
+	EventMessageRule
+	re *regexp.Regexp // nil: any message
+}
+
+// compileEventRules compiles rules; validate has checked them, so a rule
+// that does not compile (a Go-built Config never validated) is skipped.
+func compileEventRules(rules []EventMessageRule) eventRules {
+	out := make(eventRules, 0, len(rules))
+	for _, r := range rules {
+		c := compiledRule{EventMessageRule: r}
+		if r.Match != "" {
+			re, err := regexp.Compile(r.Match)
+			if err != nil {
+				continue
+			}
+			c.re = re
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// message applies the rules in order: the first that matches decides
+// what the event says (keep false: nothing).
+func (rs eventRules) message(reason, message string) (shown string, keep bool) {
+	for _, r := range rs {
+		if r.Reason != "" && r.Reason != reason {
+			continue
+		}
+		var m []int
+		if r.re != nil {
+			if m = r.re.FindStringSubmatchIndex(message); m == nil {
+				continue
+			}
+		}
+		switch {
+		case r.Drop:
+			return "", false
+		case r.re == nil:
+			return r.Replace, true
+		default:
+			return string(r.re.ExpandString(nil, r.Replace, message, m)), true
+		}
+	}
+	return message, true
+}
 
 // NetworkPolicyConfig is network_policy: z2jh's
 // singleuser.networkPolicy, for user namespaces, whose hub and proxy run

@@ -49,6 +49,12 @@
 // on rather than taking that for fatal. secret_env: [] gives KubeSpawner's
 // plain values.
 //
+// A start's progress carries its pod's Kubernetes events as
+// "<time> [<type>] <message>", the messages shaped by event_message_rules
+// (rewritten or dropped, the first matching rule deciding) and then by
+// Hooks.EventMessage; ModifyPod and AfterPodCreated add messages of their
+// own with ReportProgress.
+//
 // Each API request is bounded by k8s_api_request_timeout, counted from
 // when it leaves the client (time queued in client-go's rate limiter is
 // bounded by the retry budget instead), and retried with exponential

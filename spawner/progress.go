@@ -90,14 +90,16 @@ func (em *emitter) note(pct int, msg string) {
 	em.sendLocked(ProgressEvent{Progress: int(em.progress), Message: msg, Time: em.clock.Now()})
 }
 
-// event adds a pod event, a third of the way closer to 90%.
-func (em *emitter) event(e *corev1.Event) {
+// event adds a pod event, showing message (its own, or what
+// event_message_rules and the EventMessage hook made of it), a third of
+// the way closer to 90%.
+func (em *emitter) event(e *corev1.Event, message string) {
 	em.mu.Lock()
 	defer em.mu.Unlock()
 	em.progress += (90 - em.progress) / 3
 	em.sendLocked(ProgressEvent{
 		Progress: int(em.progress),
-		Message:  fmt.Sprintf("%s [%s] %s", reflector.EventTime(e).UTC().Format(time.RFC3339), e.Type, e.Message),
+		Message:  fmt.Sprintf("%s [%s] %s", reflector.EventTime(e).UTC().Format(time.RFC3339), e.Type, message),
 		Time:     reflector.EventTime(e),
 		Event:    e,
 	})

@@ -44,7 +44,29 @@ type Hooks struct {
 	// hook that needs more of the pod reads it from the API server,
 	// which Poll otherwise never calls to read.
 	PodURL func(s *Spawner, pod *reflector.Pod, defaultURL string) string
+	// EventMessage, when set, decides what a Kubernetes event of the
+	// start's pod says in its progress: it gets the event (a read-only
+	// cache object) and the message after event_message_rules, and
+	// returns the message to show, or keep false to show nothing. It
+	// runs on the event informer's goroutine: it must not block.
+	EventMessage func(s *Spawner, ev *corev1.Event, message string) (shown string, keep bool)
 }
+
+// ReportProgress adds message to the progress of the start whose hook
+// ctx is (ModifyPod, AfterPodCreated), and reports whether it had one:
+// a hook tells the user what it does ("Mounting your project
+// volume..."). On any other ctx it does nothing.
+func ReportProgress(ctx context.Context, message string) bool {
+	em, ok := ctx.Value(emitterKey{}).(*emitter)
+	if !ok {
+		return false
+	}
+	em.note(-1, message)
+	return true
+}
+
+// emitterKey is the ctx key of a start's emitter, for ReportProgress.
+type emitterKey struct{}
 
 // SSL is the internal-SSL material a hub hands a server (JupyterHub's
 // internal_ssl): PEM contents, not paths. The material goes into a secret

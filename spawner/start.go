@@ -280,7 +280,7 @@ func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *Objects, em *
 		s.mu.Unlock()
 	}
 	if s.b.hooks.ModifyPod != nil {
-		if err := s.b.hooks.ModifyPod(ctx, s, o.Pod); err != nil {
+		if err := s.b.hooks.ModifyPod(context.WithValue(ctx, emitterKey{}, em), s, o.Pod); err != nil {
 			return h, StepHook, "", fmt.Errorf("ModifyPod: %w", err)
 		}
 	}
@@ -324,7 +324,7 @@ func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *Objects, h sta
 		}
 	}
 	if s.b.hooks.AfterPodCreated != nil {
-		if err := s.b.hooks.AfterPodCreated(ctx, s, created); err != nil {
+		if err := s.b.hooks.AfterPodCreated(context.WithValue(ctx, emitterKey{}, em), s, created); err != nil {
 			return "", fail(StepHook, "", fmt.Errorf("AfterPodCreated: %w", err))
 		}
 	}
@@ -446,7 +446,7 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 	defer cancel()
 	var fw *eventForwarder
 	if events != nil {
-		fw = &eventForwarder{em: em, uid: uid}
+		fw = &eventForwarder{em: em, uid: uid, shape: s.eventShaper(cfg)}
 		if em.inline {
 			sub.OnEvent(fw.fromHandler)
 			defer sub.OnEvent(nil)
@@ -581,6 +581,9 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 type eventForwarder struct {
 	em  *emitter
 	uid types.UID // the start's pod
+	// shape rewrites or drops an event's message (eventShaper); nil
+	// shows each as it is.
+	shape func(*corev1.Event) (string, bool)
 	// graceWait is set while a ready start waits for its first event:
 	// then an event wakes it.
 	graceWait atomic.Bool
@@ -607,7 +610,31 @@ func (fw *eventForwarder) forward(e *corev1.Event) {
 		fw.seen = map[occurrence]bool{}
 	}
 	fw.seen[o] = true
-	fw.em.event(e)
+	message, keep := e.Message, true
+	if fw.shape != nil {
+		message, keep = fw.shape(e)
+	}
+	if keep {
+		fw.em.event(e, message)
+	}
+}
+
+// eventShaper is what the start's progress shows of an event:
+// event_message_rules, then the EventMessage hook; nil when neither is
+// set.
+func (s *Spawner) eventShaper(cfg *Config) func(*corev1.Event) (string, bool) {
+	rules := compileEventRules(cfg.EventMessageRules)
+	hook := s.b.hooks.EventMessage
+	if len(rules) == 0 && hook == nil {
+		return nil
+	}
+	return func(e *corev1.Event) (string, bool) {
+		message, keep := rules.message(e.Reason, e.Message)
+		if keep && hook != nil {
+			message, keep = hook(s, e, message)
+		}
+		return message, keep
+	}
 }
 
 // any reports whether an event has been sent.

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"unicode"
@@ -285,6 +286,22 @@ func (c *Config) validateOptions() field.ErrorList {
 		}
 	}
 	errs = append(errs, c.validateNamespaceObjects()...)
+	for i := range c.EventMessageRules {
+		r := c.EventMessageRules[i]
+		path := field.NewPath("event_message_rules").Index(i)
+		if r.Match != "" {
+			if _, err := regexp.Compile(r.Match); err != nil {
+				errs = append(errs, field.Invalid(path.Child("match"), r.Match, err.Error()))
+				continue
+			}
+		}
+		if r.Drop && r.Replace != "" {
+			errs = append(errs, field.Invalid(path, r.Replace, "drop and replace exclude each other"))
+		}
+		if !r.Drop && r.Replace == "" {
+			errs = append(errs, field.Required(path.Child("replace"), "a rule either drops the message or replaces it"))
+		}
+	}
 	seen := map[string]bool{}
 	for i, name := range c.SecretEnv {
 		path := field.NewPath("secret_env").Index(i)
