@@ -117,6 +117,18 @@ func testStartProgressAndProxy(t *testing.T, s *stack) {
 	if n := spawnkitMessages(r.events, pod.Name); n == 0 {
 		t.Fatalf("no progress event names pod %s or carries a Kubernetes event; events: %+v", pod.Name, r.events)
 	}
+	// The configuration's event_message_rules shaped the scheduler's
+	// event on its way to JupyterHub's progress API.
+	placed := false
+	for _, e := range r.events {
+		placed = placed || strings.Contains(e.Message, "Your server was placed on node "+pod.Spec.NodeName)
+		if strings.Contains(e.Message, "Successfully assigned") {
+			t.Errorf("the scheduler's own message reached the hub: %q", e.Message)
+		}
+	}
+	if !placed {
+		t.Errorf("no progress event says the server was placed on node %s; events: %+v", pod.Spec.NodeName, r.events)
+	}
 
 	s.waitServer(ctx, t, "alice", "", 30*time.Second, "ready", ready)
 	checkRoute(t, s, "alice", "", pod)
