@@ -20,6 +20,9 @@ type SpawnOptions struct {
 	// UserOptions select a profile and its options (see
 	// spawner.Config.Resolve).
 	UserOptions map[string]string
+	// Attributes are the KubeSpawner options the hub set on its Spawner
+	// (see spawner.StartOptions.Attributes).
+	Attributes map[string]any
 	// Env is what the hub's single-user server needs (API token, URLs).
 	Env []corev1.EnvVar
 	// Cmd replaces the configuration's cmd when not nil; Args are
@@ -37,7 +40,7 @@ type SpawnOptions struct {
 }
 
 func (o *SpawnOptions) startOptions(s naming.Server) spawner.StartOptions {
-	sopts := spawner.StartOptions{UserOptions: o.UserOptions, Env: o.Env, Cmd: o.Cmd, Args: o.Args, SSL: o.SSL,
+	sopts := spawner.StartOptions{UserOptions: o.UserOptions, Attributes: o.Attributes, Env: o.Env, Cmd: o.Cmd, Args: o.Args, SSL: o.SSL,
 		UserID: o.UserID, HubNamespace: o.HubNamespace, HubVersion: o.HubVersion}
 	if sopts.UserID == 0 {
 		sopts.UserID = s.UserID

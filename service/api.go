@@ -65,6 +65,9 @@ type spawnRequest struct {
 	// HubVersion is the hub's version, written on the pod as
 	// hub.jupyter.org/jupyterhub-version (as KubeSpawner does).
 	HubVersion string
+	// Attributes are the resource attributes the hub set on its Spawner
+	// (spawner.StartOptions.Attributes).
+	Attributes map[string]any
 }
 
 // serverStatus is the status JSON of every server endpoint.

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/spawner"
 )
 
 // maxBodyBytes bounds every request body; a larger one is refused (413).
@@ -123,8 +124,13 @@ func (a *api) spawn(w http.ResponseWriter, r *http.Request) error {
 		Args        []string                   `json:"args"`
 		UserID      int64                      `json:"user_id"`
 		HubVersion  string                     `json:"hub_version"`
+		Attributes  map[string]json.RawMessage `json:"attributes"`
 	}
 	if err := readJSON(w, r, &body); err != nil {
+		return err
+	}
+	attrs, err := hubAttributes(body.Attributes)
+	if err != nil {
 		return err
 	}
 	opts, err := userOptions(body.UserOptions)
@@ -135,7 +141,7 @@ func (a *api) spawn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	req := spawnRequest{UserOptions: opts, Env: env, Args: body.Args, UserID: body.UserID, HubVersion: body.HubVersion}
+	req := spawnRequest{UserOptions: opts, Env: env, Args: body.Args, UserID: body.UserID, HubVersion: body.HubVersion, Attributes: attrs}
 	if len(body.Cmd) > 0 {
 		req.Cmd = body.Cmd
 	}
@@ -149,6 +155,42 @@ func (a *api) spawn(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, code, st)
 	return nil
+}
+
+// hubAttributes checks the attributes a hub set on its Spawner: only
+// spawner.HubAttributes, each a number or a string (JupyterHub's
+// cpu_limit is a float, mem_limit an int or a string with a unit); the
+// values themselves are checked as configuration values by the start.
+func hubAttributes(raw map[string]json.RawMessage) (map[string]any, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]any, len(raw))
+	for k, v := range raw {
+		if !slices.Contains(spawner.HubAttributes, k) {
+			return nil, errBadRequest(reasonInvalidUserOptions,
+				fmt.Errorf("attributes[%q]: not an attribute the service takes; it takes %s", k, strings.Join(spawner.HubAttributes, ", ")))
+		}
+		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			continue // unset, as JupyterHub's None
+		}
+		var num json.Number
+		var str string
+		trimmed := bytes.TrimSpace(v)
+		switch {
+		case len(trimmed) > 0 && trimmed[0] == '"' && json.Unmarshal(v, &str) == nil:
+			out[k] = str // "4G" stays a string: a number in quotes is not a number
+		case json.Unmarshal(v, &num) == nil:
+			f, err := num.Float64()
+			if err != nil {
+				return nil, errBadRequest(reasonInvalidUserOptions, fmt.Errorf("attributes[%q] is %s: %w", k, v, err))
+			}
+			out[k] = f
+		default:
+			return nil, errBadRequest(reasonInvalidUserOptions, fmt.Errorf("attributes[%q] is %s: want a number or a string", k, v))
+		}
+	}
+	return out, nil
 }
 
 // userOptions takes strings as they are and a one-element list of strings

@@ -45,7 +45,7 @@ func toServer(s serverID, userID int64) naming.Server {
 func (b *managerBackend) Spawn(ctx context.Context, s serverID, req spawnRequest) (serverStatus, bool, error) {
 	st, started, err := b.m.Spawn(ctx, toServer(s, req.UserID), manager.SpawnOptions{
 		UserOptions: req.UserOptions, Env: req.Env, Cmd: req.Cmd, Args: req.Args, UserID: req.UserID,
-		HubVersion: req.HubVersion,
+		HubVersion: req.HubVersion, Attributes: req.Attributes,
 	})
 	if err != nil {
 		return serverStatus{}, false, managerError(err)

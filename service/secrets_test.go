@@ -139,3 +139,29 @@ func TestE2ETokenIsNeverExposed(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EHubAttributes: the resource attributes in a spawn request reach
+// the notebook container; a key the service does not take is refused
+// before anything is made.
+func TestE2EHubAttributes(t *testing.T) {
+	e := newE2E(t)
+	s := e.startService(t)
+	resp, data := s.do(t, "POST", "/v1/users/ada/server", `{"attributes": {"mem_limit": "3G", "cpu_limit": 1.5, "cpu_guarantee": null}}`)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST: %d %s", resp.StatusCode, data)
+	}
+	st := decodeStatus(t, data)
+	pod := e.podOf(t, st)
+	lim := pod.Spec.Containers[0].Resources.Limits
+	if m, c := lim.Memory().Value(), lim.Cpu().MilliValue(); m != 3<<30 || c != 1500 {
+		t.Errorf("limits memory %d cpu %dm, want 3G (JupyterHub's, 3*2^30) and 1500m", m, c)
+	}
+	// Outside the OpenAPI document, so sent without its check.
+	x := s.send(t.Context(), "POST", "/v1/users/bob/server", `{"attributes": {"image": "evil:latest"}}`)
+	if x.err != nil {
+		t.Fatal(x.err)
+	}
+	if x.resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(x.data), "image") {
+		t.Errorf("an attribute the service does not take: %d %s, want 400 naming it", x.resp.StatusCode, x.data)
+	}
+}

@@ -488,16 +488,47 @@ func (s *Spawner) ensureQuota(ctx context.Context, want *corev1.ResourceQuota) (
 		if out, err = api.Update(ctx, up, metav1.UpdateOptions{}); err != nil {
 			return err
 		}
-		// The status is the quota controller's: until it recounts, the
-		// old hard limits are all it knows; use the new ones, with the
-		// usage it counted.
-		out.Status.Hard = want.Spec.Hard
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ResourceQuota %s/%s: %w", want.Namespace, want.Name, err)
 	}
+	if !apiequality.Semantic.DeepEqual(out.Status.Hard, want.Spec.Hard) {
+		// The API server's quota admission checks a pod against the
+		// status's hard limits, which the quota controller copies from
+		// the spec when it sees the quota created or updated: until then
+		// a new quota refuses every pod ("status unknown for quota") and
+		// an updated one applies its old limits. Wait for it, briefly (a
+		// cluster whose controller is slow gets the API server's word).
+		if got, ok := s.waitQuotaSynced(ctx, api, want); ok {
+			out = got
+		}
+	}
 	return out, nil
+}
+
+// quotaSyncWait bounds how long a start waits for the quota controller to
+// take in a quota's new hard limits.
+const quotaSyncWait = 10 * time.Second
+
+// waitQuotaSynced polls the quota until its status has want's hard
+// limits, within quotaSyncWait.
+func (s *Spawner) waitQuotaSynced(ctx context.Context, api typedcorev1.ResourceQuotaInterface, want *corev1.ResourceQuota) (*corev1.ResourceQuota, bool) {
+	ctx, cancel := context.WithTimeout(ctx, quotaSyncWait)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-tick.C:
+		}
+		got, err := api.Get(ctx, want.Name, metav1.GetOptions{})
+		if err == nil && apiequality.Semantic.DeepEqual(got.Status.Hard, want.Spec.Hard) {
+			return got, true
+		}
+	}
 }
 
 // quotaRoom reports, as an error naming the quota and the amounts,

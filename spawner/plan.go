@@ -171,11 +171,11 @@ func (s *Spawner) planFor(opts *StartOptions, st *State) *Objects {
 func plan(ctx context.Context, server naming.Server, base *Config, namesIn *naming.Names, stIn *State, opts *StartOptions, startID string) (*Objects, error) {
 	o := &Objects{StartID: startID, State: *stIn, Names: *namesIn}
 	st, names := &o.State, &o.Names
-	cfg, err := atInit(base, &names.Fields)
+	cfg, err := atInit(base, &names.Fields, len(opts.Attributes) > 0)
 	if err != nil {
 		return nil, fmt.Errorf("spawner: server %q of user %q: %w", server.Servername, server.Username, err)
 	}
-	if len(base.ProfileList) > 0 || base.ProfileListFunc != nil {
+	if len(base.ProfileList) > 0 || base.ProfileListFunc != nil || len(opts.Attributes) > 0 {
 		if cfg, err = withProfile(ctx, base, cfg, opts); err != nil {
 			return nil, err
 		}
@@ -302,7 +302,7 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 // start's goroutine keeps for its whole wait (bench row: client CPU per
 // spawn).
 func withProfile(ctx context.Context, base, initCfg *Config, opts *StartOptions) (*Config, error) {
-	resolved, err := initCfg.Resolve(ctx, opts.UserOptions)
+	resolved, err := initCfg.ResolveWith(ctx, opts.UserOptions, opts.Attributes)
 	if err != nil {
 		return nil, err
 	}
@@ -330,12 +330,13 @@ func withProfile(ctx context.Context, base, initCfg *Config, opts *StartOptions)
 // profile's port or working_dir, applied later, is used as it is, and
 // its name templates and namespace come too late to change the names.
 //
-// With nothing to change (no port 0, no working_dir, and no profile list
+// With nothing to change (no port 0, no working_dir, no hub attributes
+// (resolves) and no profile list
 // whose merge the loaded options feed) it is base itself: plan only reads
 // the configuration it renders from, and a start then copies no
 // configuration.
-func atInit(base *Config, fields *naming.Fields) (*Config, error) {
-	if base.Port != 0 && base.Pod.WorkingDir == "" && len(base.ProfileList) == 0 && base.ProfileListFunc == nil {
+func atInit(base *Config, fields *naming.Fields, resolves bool) (*Config, error) {
+	if !resolves && base.Port != 0 && base.Pod.WorkingDir == "" && len(base.ProfileList) == 0 && base.ProfileListFunc == nil {
 		return base, nil
 	}
 	c := *base

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -209,6 +211,25 @@ func (e *ProfileError) Unwrap() error { return e.Err }
 // from: a field changed on it afterwards is not what the overrides merge
 // into. The result keeps every field that only Go can set (the funcs).
 func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Config, error) {
+	return c.ResolveWith(ctx, userOptions, nil)
+}
+
+// HubAttributes are the options a hub may pass as StartOptions.Attributes:
+// JupyterHub's own Spawner traits that KubeSpawner turns into the
+// notebook container's resources.
+var HubAttributes = []string{"cpu_limit", "cpu_guarantee", "mem_limit", "mem_guarantee"}
+
+// ResolveWith is Resolve with the hub's attributes (StartOptions.Attributes)
+// applied over the configuration's values and under the profile's
+// overrides, as KubeSpawner, which reads them from itself, sees them. A key
+// outside HubAttributes, or a value the option does not take (a memory
+// string without a unit), is an error naming it.
+func (c Config) ResolveWith(ctx context.Context, userOptions map[string]string, attrs map[string]any) (Config, error) {
+	for _, k := range slices.Sorted(maps.Keys(attrs)) {
+		if !slices.Contains(HubAttributes, k) {
+			return Config{}, &ConfigError{Errs: field.ErrorList{field.NotSupported(field.NewPath("attributes").Key(k), k, HubAttributes)}}
+		}
+	}
 	profiles := c.ProfileList
 	if c.ProfileListFunc != nil {
 		var err error
@@ -220,7 +241,9 @@ func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Con
 		if err := noProfileList(userOptions); err != nil {
 			return Config{}, err
 		}
-		return c, nil
+		if len(attrs) == 0 {
+			return c, nil
+		}
 	}
 	merged := deepCopyMap(c.source)
 	if c.source == nil {
@@ -229,6 +252,15 @@ func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Con
 		if merged, errs = c.typedOptions(); len(errs) > 0 {
 			return Config{}, &ConfigError{Errs: errs}
 		}
+	}
+	if len(attrs) > 0 {
+		if merged == nil {
+			merged = map[string]any{}
+		}
+		applyOverrides(merged, attrs)
+	}
+	if len(profiles) == 0 {
+		return c.reload(merged, "", userOptions)
 	}
 	profiles = initializeProfiles(profiles)
 	profile, err := pickProfile(profiles, userOptions["profile"])
@@ -307,25 +339,37 @@ func (c Config) Resolve(ctx context.Context, userOptions map[string]string) (Con
 			return Config{}, &ProfileError{Profile: profile.Slug, Msg: "template_syntax changes after an unlisted choice was substituted; set template_syntax in the profile, not in an option's choice"}
 		}
 	}
+	return c.reload(merged, profile.Slug, userOptions)
+}
+
+// reload makes the Config of the merged option values, keeping c's
+// Go-only fields, and checks it: what the hub's attributes, the profile
+// and its choices made of the configuration must be loadable and valid
+// before anything uses it. slug is the profile's ("" without one).
+func (c Config) reload(merged map[string]any, slug string, userOptions map[string]string) (Config, error) {
 	data, err := json.Marshal(merged)
 	if err != nil {
 		return Config{}, err
 	}
 	out, err := LoadConfig(data)
 	if err != nil {
-		// The base options loaded: the profile and the choices made
-		// them unloadable.
-		return Config{}, &ProfileError{Profile: profile.Slug, Msg: fmt.Sprintf("profile %q with user options %v", profile.Slug, sortedOptions(userOptions)), Err: err}
+		// The base options loaded: the attributes, the profile and the
+		// choices made them unloadable.
+		if slug == "" {
+			return Config{}, fmt.Errorf("spawner: the hub's attributes: %w", err)
+		}
+		return Config{}, &ProfileError{Profile: slug, Msg: fmt.Sprintf("profile %q with user options %v", slug, sortedOptions(userOptions)), Err: err}
 	}
 	keepGoOnly(&out, &c)
-	// The user's choices must not make the configuration invalid: check
-	// it now, before anything uses it.
 	check := out.withDefaults()
 	if check.Namespace == "" {
 		check.Namespace = c.Namespace
 	}
 	if err := check.validate(); err != nil {
-		return Config{}, fmt.Errorf("spawner: profile %q with user options: %w", profile.Slug, err)
+		if slug == "" {
+			return Config{}, fmt.Errorf("spawner: with the hub's attributes: %w", err)
+		}
+		return Config{}, fmt.Errorf("spawner: profile %q with user options: %w", slug, err)
 	}
 	return out, nil
 }

@@ -24,6 +24,14 @@ type StartOptions struct {
 	// "profile", "<option>", "<option>--unlisted-choice"); see
 	// Config.Resolve.
 	UserOptions map[string]string
+	// Attributes are KubeSpawner options the hub set on its Spawner
+	// before this start (JupyterHub's cpu_limit, cpu_guarantee,
+	// mem_limit, mem_guarantee, set by the hub's config or by
+	// apply_user_options and pre_spawn hooks), as KubeSpawner reads its
+	// own attributes: over the configuration, under the chosen profile's
+	// overrides (which KubeSpawner applies in start, after them). Keys
+	// must be in HubAttributes.
+	Attributes map[string]any
 	// Env is what the hub's single-user server needs (API token, URLs,
 	// OAuth variables), added after the configuration's environment.
 	Env []corev1.EnvVar

@@ -187,6 +187,12 @@ func testEnvAndUserOptions(t *testing.T, s *stack) {
 			t.Errorf("pod %s: %s = %q, want %q from the user options", pod.Name, k, got[k], v)
 		}
 	}
+	// As KubeSpawner makes them of the same attributes: the container's
+	// resources (the service's configuration sets none for the default
+	// profile).
+	if m, cpu := c.Resources.Limits.Memory().Value(), c.Resources.Limits.Cpu().MilliValue(); m != 1<<30 || cpu != 1500 {
+		t.Errorf("pod %s: limits memory %d, cpu %dm; want the attributes' 1Gi and 1500m", pod.Name, m, cpu)
+	}
 	if cmd := append(slices.Clone(c.Command), c.Args...); !slices.Equal(cmd, []string{"jupyterhub-singleuser", "--ServerApp.probe=1"}) {
 		t.Errorf("pod %s runs %q, want the cmd and args from the user options", pod.Name, cmd)
 	}

@@ -278,6 +278,18 @@ class SpawnkitSpawner(Spawner):
             "user_id": self.user.id,
             "hub_version": jupyterhub.__version__,
         }
+        # JupyterHub's resource traits, as KubeSpawner turns them into the
+        # container's resources: set by the hub's config, by
+        # apply_user_options (5.3) or a pre_spawn_hook. The service
+        # applies them over its configuration and under the profile's
+        # overrides. None is unset.
+        attributes = {
+            name: getattr(self, name)
+            for name in ("cpu_limit", "cpu_guarantee", "mem_limit", "mem_guarantee")
+            if getattr(self, name, None) is not None
+        }
+        if attributes:
+            body["attributes"] = attributes
         if self.cmd:
             body["cmd"] = list(self.cmd)
         return body

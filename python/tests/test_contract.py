@@ -61,6 +61,9 @@ class StartTest(ServiceTestCase):
         self.assertEqual(env["CPU_LIMIT"], "1.5")
         self.assertEqual(env["MEM_LIMIT"], str(1 << 30))
         self.assertEqual(post.body["args"], ["--ServerApp.probe=1"])
+        # The resource attributes, for the container's resources (as
+        # KubeSpawner makes them of the same attributes).
+        self.assertEqual(post.body["attributes"], {"cpu_limit": 1.5, "mem_limit": 1 << 30})
         # Strings and one-string lists go to the service, which picks the
         # profile by them; values only hooks can read stay in the hub.
         self.assertEqual(
