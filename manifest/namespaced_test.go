@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -196,5 +197,20 @@ func TestAPIServerAcceptsNamespaceObjects(t *testing.T) {
 	}
 	if _, err := c.Client.CoreV1().ResourceQuotas(ns.Name).Create(ctx, q, dry); err != nil {
 		t.Errorf("quota refused: %v", err)
+	}
+	// What spawner's quotaResourceName refuses up front, the API server
+	// refuses too: a name without "/" that is not a standard quota
+	// resource (a misspelt limits.memory).
+	bad := q.DeepCopy()
+	bad.Spec.Hard = corev1.ResourceList{"limit.memory": resource.MustParse("8Gi")}
+	if _, err := c.Client.CoreV1().ResourceQuotas(ns.Name).Create(ctx, bad, dry); !apierrors.IsInvalid(err) {
+		t.Errorf("a quota on limit.memory: %v, want Invalid from the API server", err)
+	}
+	for _, name := range []corev1.ResourceName{"requests.nvidia.com/gpu", "count/pods", "gold.storageclass.storage.k8s.io/requests.storage", "requests.hugepages-2Mi"} {
+		ok := q.DeepCopy()
+		ok.Spec.Hard = corev1.ResourceList{name: resource.MustParse("1")}
+		if _, err := c.Client.CoreV1().ResourceQuotas(ns.Name).Create(ctx, ok, dry); err != nil {
+			t.Errorf("a quota on %s, which spawner accepts: %v", name, err)
+		}
 	}
 }

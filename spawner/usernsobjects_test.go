@@ -168,6 +168,7 @@ func TestNamespaceObjectConfigIsChecked(t *testing.T) {
 		{"enable_user_namespaces: true\nnetwork_policy: {enabled: true, egress_allow_rules: {private_ip: true}}", "private_ip"},
 		{"enable_user_namespaces: true\nnetwork_policy: {enabled: true, hub_nmespace: x}", "hub_nmespace"},
 		{"enable_user_namespaces: true\nuser_namespace_resource_quota: {limits.memory: lots}", "limits.memory"},
+		{"enable_user_namespaces: true\nuser_namespace_resource_quota: {limit.memory: 8Gi}", "limit.memory"},
 	} {
 		if _, err := LoadConfig([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("LoadConfig(%q) = %v, want an error naming %s", c.yaml, err, c.want)

@@ -467,6 +467,10 @@ func (c *Config) validateNamespaceObjects() field.ErrorList {
 			errs = append(errs, field.Invalid(path, c.UserNamespaceResourceQuota, "acts in user namespaces only (enable_user_namespaces)"))
 		}
 		for k, v := range c.UserNamespaceResourceQuota {
+			if !quotaResourceName(k) {
+				errs = append(errs, field.NotSupported(path.Key(k), k, standardQuotaResources))
+				continue
+			}
 			if strings.Contains(v, "{") {
 				continue // a template: checked once expanded, at Plan
 			}
@@ -476,4 +480,23 @@ func (c *Config) validateNamespaceObjects() field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// standardQuotaResources are the names a ResourceQuota limits without a
+// "/" (the API server's helper.IsStandardQuotaResourceName, used by
+// ValidateResourceQuota): any other name without "/" is refused by it.
+var standardQuotaResources = []string{
+	"cpu", "memory", "ephemeral-storage", "storage",
+	"requests.cpu", "requests.memory", "requests.ephemeral-storage", "requests.storage",
+	"limits.cpu", "limits.memory", "limits.ephemeral-storage",
+	"pods", "services", "services.nodeports", "services.loadbalancers", "replicationcontrollers",
+	"resourcequotas", "secrets", "configmaps", "persistentvolumeclaims",
+}
+
+// quotaResourceName mirrors validateResourceQuotaResourceName: a name with
+// a "/" (an extended resource, a storage class's, count/<resource>) is
+// the API server's to check; one without must be standard, or huge pages.
+func quotaResourceName(name string) bool {
+	return strings.Contains(name, "/") || slices.Contains(standardQuotaResources, name) ||
+		strings.HasPrefix(name, "hugepages-") || strings.HasPrefix(name, "requests.hugepages-") || strings.HasPrefix(name, "limits.hugepages-")
 }
