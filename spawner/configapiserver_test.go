@@ -2,6 +2,7 @@ package spawner
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -54,17 +55,34 @@ func TestKubeSpawnerObjectsAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := newNamespace(t)
-	data, err := os.ReadFile("testdata/config-vectors.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var file struct{ Cases []configCase }
-	if err := json.Unmarshal(data, &file); err != nil {
-		t.Fatal(err)
+	for _, path := range []string{"testdata/config-vectors.json", "testdata/config-vectors-random.json"} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f struct{ Cases []configCase }
+		if err := json.Unmarshal(data, &f); err != nil {
+			t.Fatal(err)
+		}
+		file.Cases = append(file.Cases, f.Cases...)
 	}
 	// The Priority admission plugin needs the classes the vectors name,
 	// or it refuses a pod before validation looks at it.
-	for _, pc := range []string{"user-prio"} {
+	classes := map[string]bool{"user-prio": true}
+	for _, vc := range file.Cases {
+		if vc.Expected != nil && len(vc.Expected.Pod) > 0 {
+			var pod struct {
+				Spec struct {
+					PriorityClassName string `json:"priorityClassName"`
+				} `json:"spec"`
+			}
+			if json.Unmarshal(vc.Expected.Pod, &pod) == nil && pod.Spec.PriorityClassName != "" {
+				classes[pod.Spec.PriorityClassName] = true
+			}
+		}
+	}
+	for _, pc := range slices.Sorted(maps.Keys(classes)) {
 		_, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: pc}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
@@ -92,12 +110,15 @@ func TestKubeSpawnerObjectsAPIServer(t *testing.T) {
 			for _, o := range []struct {
 				resource string
 				raw      json.RawMessage
-			}{{"pods", vc.Expected.Pod}, {"persistentvolumeclaims", vc.Expected.PVC}, {"services", vc.Expected.Service}} {
+			}{{"pods", vc.Expected.Pod}, {"persistentvolumeclaims", vc.Expected.PVC}, {"services", vc.Expected.Service}, {"namespaces", vc.Expected.NamespaceManifest}} {
 				if len(o.raw) == 0 || string(o.raw) == "null" {
 					continue
 				}
-				err := client.CoreV1().RESTClient().Post().Namespace(ns).Resource(o.resource).
-					Param("dryRun", "All").Param("fieldValidation", "Strict").
+				req := client.CoreV1().RESTClient().Post().Resource(o.resource)
+				if o.resource != "namespaces" {
+					req = req.Namespace(ns)
+				}
+				err := req.Param("dryRun", "All").Param("fieldValidation", "Strict").
 					Body([]byte(o.raw)).Do(ctx).Error()
 				switch {
 				case apierrors.IsInvalid(err):

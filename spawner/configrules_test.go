@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -162,7 +163,9 @@ var kubespawnerRules = []configRule{
 		name:    "api-rejects",
 		reason:  "the API server rejects KubeSpawner's object (a name or label value that is not valid, a node selector value still holding a template, containerPort 0, a claim without a storage request), so spawnkit refuses the configuration up front with an error naming the option; TestKubeSpawnerObjectsAPIServer proves the rejection by a server-side dry run",
 		applies: func(in *caseInput) bool { return len(apiRejects(in)) > 0 },
-		wantErr: func(in *caseInput, err error) bool { return errorNamesAll(err, apiRejects(in)) },
+		// spawnkit stops at the first check that fails: the error must
+		// name one of the options the API server would reject.
+		wantErr: func(in *caseInput, err error) bool { return errorNamesAny(err, apiRejects(in)) },
 	},
 	{
 		name:    "pod-name-dns-label",
@@ -178,6 +181,16 @@ var kubespawnerRules = []configRule{
 		},
 		wantErr: func(in *caseInput, err error) bool { return errorNamesAll(err, unvalidatedUnlisted(in)) },
 	},
+}
+
+// errorNamesAny reports whether err mentions one of keys.
+func errorNamesAny(err error, keys []string) bool {
+	for _, k := range keys {
+		if errorNamesAll(err, []string{k}) {
+			return true
+		}
+	}
+	return false
 }
 
 // errorNamesAll reports whether err mentions every one of keys.
@@ -225,6 +238,21 @@ func apiRejects(in *caseInput) []string {
 		}
 	}
 	out = append(out, badLabelOptions(in, pod.Labels, "extra_labels")...)
+	// A service account name that is not a DNS subdomain
+	// (ValidatePodSpec: serviceAccountName).
+	if sa := pod.Spec.ServiceAccountName; sa != "" && len(validation.IsDNS1123Subdomain(sa)) > 0 {
+		out = append(out, "service_account")
+	}
+	// A request above its limit (ValidateResourceRequirements).
+	for _, c := range pod.Spec.Containers {
+		for res, opt := range map[corev1.ResourceName]string{corev1.ResourceCPU: "cpu_guarantee", corev1.ResourceMemory: "mem_guarantee"} {
+			req, okr := c.Resources.Requests[res]
+			lim, okl := c.Resources.Limits[res]
+			if okr && okl && req.Cmp(lim) > 0 {
+				out = append(out, opt)
+			}
+		}
+	}
 	if raw := in.c.Expected.PVC; len(raw) > 0 && string(raw) != "null" {
 		pvc := &corev1.PersistentVolumeClaim{}
 		if json.Unmarshal(raw, pvc) == nil {
@@ -233,6 +261,22 @@ func apiRejects(in *caseInput) []string {
 				out = append(out, "storage_capacity")
 			}
 			out = append(out, badLabelOptions(in, pvc.Labels, "storage_extra_labels")...)
+			// A selector's label values (ValidateLabelSelector).
+			if sel := pvc.Spec.Selector; sel != nil && len(metav1validation.ValidateLabels(sel.MatchLabels, field.NewPath("selector"))) > 0 {
+				out = append(out, "storage_selector")
+			}
+		}
+	}
+	// The user namespace's labels and annotations (ValidateObjectMeta).
+	if raw := in.c.Expected.NamespaceManifest; len(raw) > 0 && string(raw) != "null" {
+		ns := &corev1.Namespace{}
+		if json.Unmarshal(raw, ns) == nil {
+			if len(metav1validation.ValidateLabels(ns.Labels, field.NewPath("labels"))) > 0 {
+				out = append(out, "user_namespace_labels")
+			}
+			if len(apivalidation.ValidateAnnotations(ns.Annotations, field.NewPath("annotations"))) > 0 {
+				out = append(out, "user_namespace_annotations")
+			}
 		}
 	}
 	slices.Sort(out)
