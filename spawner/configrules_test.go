@@ -165,7 +165,13 @@ var kubespawnerRules = []configRule{
 		applies: func(in *caseInput) bool { return len(apiRejects(in)) > 0 },
 		// spawnkit stops at the first check that fails: the error must
 		// name one of the options the API server would reject.
-		wantErr: func(in *caseInput, err error) bool { return errorNamesAny(err, apiRejects(in)) },
+		wantErr: func(in *caseInput, err error) bool {
+			keys := apiRejects(in)
+			if podNameNotLabel(in) {
+				keys = append(keys, "pod_name") // refused too (pod-name-dns-label), and checked first
+			}
+			return errorNamesAny(err, keys)
+		},
 	},
 	{
 		name:    "pod-name-dns-label",

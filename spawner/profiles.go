@@ -361,6 +361,10 @@ func (c Config) reload(merged map[string]any, slug string, userOptions map[strin
 		return Config{}, &ProfileError{Profile: slug, Msg: fmt.Sprintf("profile %q with user options %v", slug, sortedOptions(userOptions)), Err: err}
 	}
 	keepGoOnly(&out, &c)
+	// The merge went through Go maps, which forget the order of
+	// `environment`: KubeSpawner's dict keeps its keys where they were,
+	// and the dependency rounds of the pod's env follow that order.
+	out.environment = keepEnvOrder(out.environment, c.environmentEntries())
 	check := out.withDefaults()
 	if check.Namespace == "" {
 		check.Namespace = c.Namespace
@@ -573,4 +577,31 @@ func decodeSource(jsonData []byte) (map[string]any, error) {
 	}
 	delete(m, "profile_list")
 	return m, nil
+}
+
+// keepEnvOrder returns entries with the names base has in base's order
+// (a Python dict's update keeps a key's place), then the others as they
+// come.
+func keepEnvOrder(entries, base []EnvEntry) []EnvEntry {
+	if entries == nil {
+		return nil
+	}
+	at := make(map[string]int, len(entries))
+	for i, e := range entries {
+		at[e.Name] = i
+	}
+	out := make([]EnvEntry, 0, len(entries))
+	taken := make([]bool, len(entries))
+	for _, b := range base {
+		if i, ok := at[b.Name]; ok && !taken[i] {
+			out = append(out, entries[i])
+			taken[i] = true
+		}
+	}
+	for i, e := range entries {
+		if !taken[i] {
+			out = append(out, e)
+		}
+	}
+	return out
 }
