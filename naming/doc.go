@@ -77,11 +77,14 @@
 // pod, DNS name, secret, claim), each template seeing the names before it;
 // a template that uses a later name is rejected by New instead of
 // rendering KubeSpawner's "pod_name_unavailable!". Names validates the
-// result: the pod name and user namespace must be DNS-1123 labels (the
-// pod name doubles as hostname and service name), the secret, claim and DNS
-// names DNS-1123 subdomains. An invalid name is an *InvalidNameError that
-// names the field, the template and the value, returned before any object
-// reaches the API server. Inputs no hub can have (an empty user name, a
+// result: the pod name and user namespace, which every server uses, must
+// be DNS-1123 labels (the pod name doubles as hostname and service name),
+// or Names fails. The secret, claim and DNS names must be DNS-1123
+// subdomains, but KubeSpawner renders them whether a server uses them or
+// not, so Names.Check reports them and the caller refuses one only where
+// it is used (spawner: a claim name when the claim is made). An invalid
+// name is an *InvalidNameError that names the field, the template and the
+// value, returned before any object reaches the API server. Inputs no hub can have (an empty user name, a
 // user or server name with a NUL byte or invalid UTF-8) are an
 // *InvalidNameError too (ValidateServer), where KubeSpawner would hash
 // them into a name; every other name renders exactly as in KubeSpawner.

@@ -75,7 +75,31 @@ type Names struct {
 	// Fields are the template fields with PodName, PVCName and Namespace
 	// filled in, for rendering the server's other templated options.
 	Fields Fields
+
+	// unchecked holds the errors of the secret, claim and DNS names
+	// (in that order), which Names leaves to the caller: see Check.
+	unchecked [3]*InvalidNameError
 }
+
+// Check returns the *InvalidNameError of the secret, claim or DNS name
+// ("secret_name", "pvc_name", "dns_name") if the API server would reject
+// it as an object's name, or nil. Names does not refuse these, because
+// KubeSpawner renders them whether or not a server uses them: a claim
+// name is refused only where a claim of that name is to be made, and so
+// on. Check panics on any other field.
+func (n Names) Check(field string) error {
+	i := slices.Index(uncheckedFields, field)
+	if i < 0 {
+		panic("naming: Names.Check of " + field)
+	}
+	if e := n.unchecked[i]; e != nil {
+		return e
+	}
+	return nil
+}
+
+// uncheckedFields are the names Check answers for, in unchecked's order.
+var uncheckedFields = []string{"secret_name", "pvc_name", "dns_name"}
 
 // Namer renders the object names of user servers. It is immutable and
 // safe for concurrent use.
@@ -183,15 +207,18 @@ func New(opts Options) (*Namer, error) {
 // Options returns the options with defaults filled in.
 func (n *Namer) Options() Options { return n.opts }
 
-// Names renders and validates the names of s's objects. Each invalid name
-// is an *InvalidNameError naming the field, template and value (joined
-// when several are invalid); no names are returned then.
+// Names renders the names of s's objects and validates the ones every
+// server uses, the pod name and (with user namespaces) the namespace:
+// each invalid one is an *InvalidNameError naming the field, template and
+// value (joined when both are invalid), and no names are returned then.
+// The secret, claim and DNS names are validated too, but reported by
+// Names.Check, for the caller to refuse where it uses them.
 func (n *Namer) Names(s Server) (Names, error) {
 	names, err := n.render(s)
 	if err != nil {
 		return Names{}, err
 	}
-	if err := n.validate(names); err != nil {
+	if err := n.validate(&names); err != nil {
 		return Names{}, err
 	}
 	return names, nil
@@ -246,7 +273,16 @@ func (n *Namer) render(s Server) (Names, error) {
 	return out, nil
 }
 
-func (n *Namer) validate(names Names) error {
+func (n *Namer) validate(names *Names) error {
+	for i, c := range []struct {
+		template, value string
+	}{{n.secret.text, names.Secret}, {n.pvc.text, names.PVC}, {n.dns.text, names.DNS}} {
+		// An object's name (ValidateObjectMeta: a DNS-1123 subdomain for
+		// secrets and claims); the DNS name is a host name.
+		if reasons := isDNS1123Subdomain(c.value); len(reasons) > 0 {
+			names.unchecked[i] = &InvalidNameError{Field: uncheckedFields[i], Template: c.template, Value: c.value, Reasons: reasons}
+		}
+	}
 	checks := []struct {
 		field, template, value string
 		check                  func(string) []string
@@ -254,9 +290,6 @@ func (n *Namer) validate(names Names) error {
 		// A pod name doubles as its hostname and, with internal SSL or
 		// services, a service name: keep it a DNS label.
 		{"pod_name", n.pod.text, names.Pod, isDNS1123Label},
-		{"secret_name", n.secret.text, names.Secret, isDNS1123Subdomain},
-		{"pvc_name", n.pvc.text, names.PVC, isDNS1123Subdomain},
-		{"dns_name", n.dns.text, names.DNS, isDNS1123Subdomain},
 	}
 	if n.opts.UserNamespaces {
 		checks = append(checks, struct {

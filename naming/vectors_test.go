@@ -280,18 +280,15 @@ func TestVectors(t *testing.T) {
 		checked, len(vf.Cases), len(vf.UserServerCases), len(vf.MultiSlugCases), byRule)
 }
 
-// checkValidation asserts that Names fails exactly when a rendered name is
-// one the API server would reject, naming that field.
+// checkValidation asserts that Names fails exactly when the pod name or
+// user namespace is one the API server would reject, naming that field,
+// and that Names.Check reports exactly the invalid secret, claim and DNS
+// names.
 func checkValidation(t *testing.T, name string, n *Namer, s Server, rendered Names, userNS bool) {
 	t.Helper()
 	var wantInvalid []string
 	if len(validation.IsDNS1123Label(rendered.Pod)) > 0 {
 		wantInvalid = append(wantInvalid, "pod_name")
-	}
-	for field, v := range map[string]string{"secret_name": rendered.Secret, "pvc_name": rendered.PVC, "dns_name": rendered.DNS} {
-		if len(validation.IsDNS1123Subdomain(v)) > 0 {
-			wantInvalid = append(wantInvalid, field)
-		}
 	}
 	if userNS && len(validation.IsDNS1123Label(rendered.Namespace)) > 0 {
 		wantInvalid = append(wantInvalid, "namespace")
@@ -302,6 +299,16 @@ func checkValidation(t *testing.T, name string, n *Namer, s Server, rendered Nam
 			t.Errorf("%s: Names: %v", name, err)
 		} else if got.Pod != rendered.Pod || got.PVC != rendered.PVC {
 			t.Errorf("%s: Names differs from the rendered names", name)
+		}
+		for _, c := range []struct{ field, value string }{{"secret_name", rendered.Secret}, {"pvc_name", rendered.PVC}, {"dns_name", rendered.DNS}} {
+			invalid := len(validation.IsDNS1123Subdomain(c.value)) > 0
+			cerr := got.Check(c.field)
+			switch {
+			case invalid && (cerr == nil || !IsInvalidName(cerr) || !strings.Contains(cerr.Error(), c.field) || !strings.Contains(cerr.Error(), c.value)):
+				t.Errorf("%s: Check(%s) of invalid %q = %v, want an *InvalidNameError naming the field and value", name, c.field, c.value, cerr)
+			case !invalid && cerr != nil:
+				t.Errorf("%s: Check(%s) of valid %q = %v", name, c.field, c.value, cerr)
+			}
 		}
 		return
 	}

@@ -54,6 +54,11 @@ type Config struct {
 	// environment is `environment` as loaded, in order and with its raw
 	// values (strings, valueFrom dicts, ...); nil for a Go-built Config.
 	environment []EnvEntry
+	// resolved is set on what Resolve returns: a profile (if any) has
+	// been applied, so the checks that only the final values decide
+	// (a guarantee above its limit) apply. A loaded Config with a
+	// profile list is never used as it is: a profile always applies.
+	resolved bool
 
 	// Pod is the pod template: every make_pod option of KubeSpawner,
 	// decoded by manifest.DecodePodSpec. Its Name, Labels, Annotations,

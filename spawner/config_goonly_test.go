@@ -36,7 +36,7 @@ profile_list:
 // copies exported fields only, so a new unexported field fails
 // TestResolveKeepsGoOnlyFields until it is decided here whether Resolve
 // derives it again or must keep it.
-var derivedState = []string{"source", "warnings", "environment"}
+var derivedState = []string{"source", "warnings", "environment", "resolved"}
 
 // goOnlySamples are non-zero values, valid in a configuration, for the
 // types that sampleValue cannot make from their kind; goOnlySamplesAt

@@ -56,8 +56,12 @@ var kubespawnerRules = []configRule{
 				changed = true
 			}
 			// The service selects the pod by its labels, spawnkit's
-			// managed-by among them.
-			if want.Service != nil && want.Service.Spec.Selector[naming.LabelManagedBy] != "" {
+			// managed-by among them (also where common_labels leaves
+			// KubeSpawner's out: the pod still carries spawnkit's).
+			if want.Service != nil {
+				if want.Service.Spec.Selector == nil {
+					want.Service.Spec.Selector = map[string]string{}
+				}
 				want.Service.Spec.Selector[naming.LabelManagedBy] = naming.ManagedBySpawnkit
 			}
 			for _, side := range []*wantObjects{got, want} {
@@ -180,6 +184,12 @@ var kubespawnerRules = []configRule{
 		wantErr: func(in *caseInput, err error) bool { return errorNamesAll(err, []string{"pod_name"}) },
 	},
 	{
+		name:    "claim-never-exists",
+		reason:  "a pod volume naming a claim whose name the API server refuses for any claim (not a DNS-1123 subdomain) is accepted, but the pod stays Pending on \"persistentvolumeclaim not found\" until the start times out; spawnkit refuses it at plan naming the volume's claimName",
+		applies: func(in *caseInput) bool { return len(apiRejects(in)) == 0 && !podNameNotLabel(in) && len(unusableClaims(in)) > 0 },
+		wantErr: func(in *caseInput, err error) bool { return errorNamesAll(err, append([]string{"claimName"}, unusableClaims(in)...)) },
+	},
+	{
 		name:   "unlisted-choice-validated",
 		reason: "KubeSpawner checks an unlisted choice against validation_regex only when user options name a profile, so leaving `profile` out runs any value (any image) the regex was written to refuse; spawnkit always checks it and refuses the value naming the option",
 		applies: func(in *caseInput) bool {
@@ -262,6 +272,10 @@ func apiRejects(in *caseInput) []string {
 	if raw := in.c.Expected.PVC; len(raw) > 0 && string(raw) != "null" {
 		pvc := &corev1.PersistentVolumeClaim{}
 		if json.Unmarshal(raw, pvc) == nil {
+			// The claim's name (ValidateObjectMeta: a DNS-1123 subdomain).
+			if len(validation.IsDNS1123Subdomain(pvc.Name)) > 0 {
+				out = append(out, "pvc_name")
+			}
 			if q, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; !ok || q.Sign() <= 0 {
 				// KubeSpawner sends `storage: null` without a capacity.
 				out = append(out, "storage_capacity")
@@ -307,6 +321,22 @@ func badLabelOptions(in *caseInput, labels map[string]string, def string) []stri
 			}
 		}
 		out = append(out, opt)
+	}
+	return out
+}
+
+// unusableClaims are the claim names of KubeSpawner's pod volumes that no
+// claim can have.
+func unusableClaims(in *caseInput) []string {
+	pod := expectedPod(in)
+	if pod == nil {
+		return nil
+	}
+	var out []string
+	for _, v := range pod.Spec.Volumes {
+		if c := v.PersistentVolumeClaim; c != nil && len(validation.IsDNS1123Subdomain(c.ClaimName)) > 0 {
+			out = append(out, c.ClaimName)
+		}
 	}
 	return out
 }

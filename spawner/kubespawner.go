@@ -112,7 +112,9 @@ func kubespawnerCompat(all map[string]json.RawMessage) ([]string, error) {
 	}
 	for _, k := range []string{"cmd", "image_pull_secrets"} {
 		var s string
-		if v, ok := all[k]; ok && json.Unmarshal(v, &s) == nil {
+		// null unmarshals into a string without error; it is None in
+		// KubeSpawner (no cmd: the image's own), not [""].
+		if v, ok := all[k]; ok && string(bytes.TrimSpace(v)) != "null" && json.Unmarshal(v, &s) == nil {
 			all[k], _ = json.Marshal([]string{s})
 			if k == "image_pull_secrets" {
 				warnings = append(warnings, "image_pull_secrets as a string is deprecated: use a list")

@@ -216,6 +216,17 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 	if cfg.StoragePVCEnsure && st.PVCName == "" {
 		st.PVCName = names.PVC
 	}
+	// The secret, claim and DNS names are refused only where they are
+	// used, as the API server would refuse the object named by them
+	// (naming.Names.Check); KubeSpawner renders them all regardless.
+	for _, use := range []struct {
+		field string
+		used  bool
+	}{{"pvc_name", cfg.StoragePVCEnsure && st.PVCName == names.PVC}, {"secret_name", opts.SSL != nil}, {"dns_name", st.Services}} {
+		if err := names.Check(use.field); use.used && err != nil {
+			return nil, fmt.Errorf("spawner: naming server %q of user %q: %w", server.Servername, server.Username, err)
+		}
+	}
 	o.cfg = cfg
 
 	// Labels and annotations per object, as KubeSpawner 7.1 makes them,
@@ -255,6 +266,9 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 	var secretEnv map[string]string
 	if o.Pod, o.Env, secretEnv, err = buildPod(cfg, server, r, st, opts); err != nil {
 		return nil, err
+	}
+	if err := claimsCanExist(o.Pod); err != nil {
+		return nil, fmt.Errorf("spawner: server %q of user %q: %w", server.Servername, server.Username, err)
 	}
 	// The secrets' and the service's labels and annotations (manifest
 	// copies them into each object).
@@ -916,4 +930,29 @@ func expandTyped(target any, fields naming.Fields, syntax naming.Syntax) error {
 	// replaced the templates for everyone after.
 	reflect.ValueOf(target).Elem().SetZero()
 	return json.Unmarshal(raw, target)
+}
+
+// claimsCanExist refuses a pod volume whose claimName no claim can have.
+// The API server accepts such a pod (ValidatePersistentClaimVolumeSource
+// wants only a non-empty name), but it refuses a claim of that name
+// (ValidateObjectMeta: a DNS-1123 subdomain), so the pod would stay
+// Pending on "persistentvolumeclaim not found" until the start times out.
+// A deliberate difference from KubeSpawner: the rule claim-never-exists
+// of the config vectors.
+func claimsCanExist(pod *corev1.Pod) error {
+	var errs field.ErrorList
+	for i, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		name := v.PersistentVolumeClaim.ClaimName
+		for _, msg := range validation.IsDNS1123Subdomain(name) {
+			errs = append(errs, field.Invalid(field.NewPath("volumes").Index(i).Child("persistentVolumeClaim", "claimName"), name,
+				fmt.Sprintf("volume %q names a claim that cannot exist (the API server refuses such a claim name: %s), so the pod could never start", v.Name, msg)))
+		}
+	}
+	if len(errs) > 0 {
+		return &ConfigError{Errs: errs}
+	}
+	return nil
 }

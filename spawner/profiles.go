@@ -242,6 +242,7 @@ func (c Config) ResolveWith(ctx context.Context, userOptions map[string]string, 
 			return Config{}, err
 		}
 		if len(attrs) == 0 {
+			c.resolved = true
 			return c, nil
 		}
 	}
@@ -361,6 +362,7 @@ func (c Config) reload(merged map[string]any, slug string, userOptions map[strin
 		return Config{}, &ProfileError{Profile: slug, Msg: fmt.Sprintf("profile %q with user options %v", slug, sortedOptions(userOptions)), Err: err}
 	}
 	keepGoOnly(&out, &c)
+	out.resolved = true
 	// The merge went through Go maps, which forget the order of
 	// `environment`: KubeSpawner's dict keeps its keys where they were,
 	// and the dependency rounds of the pod's env follow that order.

@@ -345,44 +345,75 @@ func checkQuantity(p *field.Path, q resource.Quantity) (errs field.ErrorList, ok
 }
 
 // checkResources checks the resource quantities: none negative or
-// oversize, and no guarantee above its limit (the API server rejects
-// requests over limits).
+// oversize (the API server's ValidateResourceQuantityValue; int64
+// values), and resource names qualified (ValidateResourceName). The
+// guarantee-above-limit check is on the container's final resources, as
+// make_pod builds them (see requestsWithinLimits), and only once a
+// profile has had its say.
 func checkResources(c *Config) field.ErrorList {
 	var errs field.ErrorList
-	pairs := []struct {
-		name       string
-		limit, req resource.Quantity
-	}{
-		{"cpu", c.Pod.CPULimit, c.Pod.CPUGuarantee},
-		{"mem", c.Pod.MemLimit, c.Pod.MemGuarantee},
+	ok := true
+	for _, q := range []struct {
+		name string
+		v    resource.Quantity
+	}{{"cpu_limit", c.Pod.CPULimit}, {"cpu_guarantee", c.Pod.CPUGuarantee}, {"mem_limit", c.Pod.MemLimit}, {"mem_guarantee", c.Pod.MemGuarantee}} {
+		qerrs, qok := checkQuantity(field.NewPath(q.name), q.v)
+		errs, ok = append(errs, qerrs...), ok && qok
 	}
-	for _, p := range pairs {
-		lerrs, lok := checkQuantity(field.NewPath(p.name+"_limit"), p.limit)
-		rerrs, rok := checkQuantity(field.NewPath(p.name+"_guarantee"), p.req)
-		errs = append(append(errs, lerrs...), rerrs...)
-		if lok && rok && !p.limit.IsZero() && p.req.Cmp(p.limit) > 0 {
-			errs = append(errs, field.Invalid(field.NewPath(p.name+"_guarantee"), p.req.String(), "must not exceed "+p.name+"_limit "+p.limit.String()))
-		}
-	}
-	valid := map[string]bool{}
 	for _, rl := range []struct {
 		key string
 		v   corev1.ResourceList
 	}{{"extra_resource_limits", c.Pod.ExtraResourceLimits}, {"extra_resource_guarantees", c.Pod.ExtraResourceGuarantees}} {
-		for k, v := range rl.v {
+		for _, k := range slices.Sorted(maps.Keys(rl.v)) {
 			p := field.NewPath(rl.key).Key(string(k))
 			for _, msg := range validation.IsQualifiedName(string(k)) {
 				errs = append(errs, field.Invalid(p, string(k), msg))
 			}
-			qerrs, ok := checkQuantity(p, v)
-			errs = append(errs, qerrs...)
-			valid[rl.key+"/"+string(k)] = ok
+			qerrs, qok := checkQuantity(p, rl.v[k])
+			errs, ok = append(errs, qerrs...), ok && qok
 		}
 	}
-	for k, req := range c.Pod.ExtraResourceGuarantees {
-		limit, ok := c.Pod.ExtraResourceLimits[k]
-		if ok && valid["extra_resource_limits/"+string(k)] && valid["extra_resource_guarantees/"+string(k)] && req.Cmp(limit) > 0 {
-			errs = append(errs, field.Invalid(field.NewPath("extra_resource_guarantees").Key(string(k)), req.String(), "must not exceed its limit "+limit.String()))
+	final := c.resolved || (len(c.ProfileList) == 0 && c.ProfileListFunc == nil)
+	if ok && final {
+		errs = append(errs, requestsWithinLimits(c)...)
+	}
+	return errs
+}
+
+// requestsWithinLimits mirrors the API server's ValidateResourceRequirements
+// rule that a request may not exceed the limit of the same resource, on
+// the container's resources as KubeSpawner's make_pod builds them: cpu
+// and memory from the cpu_/mem_ options when not zero, then
+// extra_resource_limits and extra_resource_guarantees over them (a
+// "memory" there replaces mem_limit). The error names the option that
+// set the request and the one that set the limit.
+func requestsWithinLimits(c *Config) field.ErrorList {
+	type entry struct {
+		q      resource.Quantity
+		option *field.Path
+	}
+	build := func(cpu, mem resource.Quantity, cpuKey, memKey, extraKey string, extra corev1.ResourceList) map[corev1.ResourceName]entry {
+		out := map[corev1.ResourceName]entry{}
+		if !cpu.IsZero() {
+			out[corev1.ResourceCPU] = entry{cpu, field.NewPath(cpuKey)}
+		}
+		if !mem.IsZero() {
+			out[corev1.ResourceMemory] = entry{mem, field.NewPath(memKey)}
+		}
+		for k, v := range extra {
+			out[k] = entry{v, field.NewPath(extraKey).Key(string(k))}
+		}
+		return out
+	}
+	limits := build(c.Pod.CPULimit, c.Pod.MemLimit, "cpu_limit", "mem_limit", "extra_resource_limits", c.Pod.ExtraResourceLimits)
+	requests := build(c.Pod.CPUGuarantee, c.Pod.MemGuarantee, "cpu_guarantee", "mem_guarantee", "extra_resource_guarantees", c.Pod.ExtraResourceGuarantees)
+	var errs field.ErrorList
+	for _, name := range slices.Sorted(maps.Keys(requests)) {
+		req := requests[name]
+		limit, ok := limits[name]
+		if ok && req.q.Cmp(limit.q) > 0 {
+			errs = append(errs, field.Invalid(req.option, req.q.String(),
+				fmt.Sprintf("the container's %s request must not exceed its limit %s (set by %s)", name, limit.q.String(), limit.option)))
 		}
 	}
 	return errs
