@@ -184,10 +184,14 @@ var kubespawnerRules = []configRule{
 		wantErr: func(in *caseInput, err error) bool { return errorNamesAll(err, []string{"pod_name"}) },
 	},
 	{
-		name:    "claim-never-exists",
-		reason:  "a pod volume naming a claim whose name the API server refuses for any claim (not a DNS-1123 subdomain) is accepted, but the pod stays Pending on \"persistentvolumeclaim not found\" until the start times out; spawnkit refuses it at plan naming the volume's claimName",
-		applies: func(in *caseInput) bool { return len(apiRejects(in)) == 0 && !podNameNotLabel(in) && len(unusableClaims(in)) > 0 },
-		wantErr: func(in *caseInput, err error) bool { return errorNamesAll(err, append([]string{"claimName"}, unusableClaims(in)...)) },
+		name:   "claim-never-exists",
+		reason: "a pod volume naming a claim whose name the API server refuses for any claim (not a DNS-1123 subdomain) is accepted, but the pod stays Pending on \"persistentvolumeclaim not found\" until the start times out; spawnkit refuses it at plan naming the volume's claimName",
+		applies: func(in *caseInput) bool {
+			return len(apiRejects(in)) == 0 && !podNameNotLabel(in) && len(unusableClaims(in)) > 0
+		},
+		wantErr: func(in *caseInput, err error) bool {
+			return errorNamesAll(err, append([]string{"claimName"}, unusableClaims(in)...))
+		},
 	},
 	{
 		name:   "unlisted-choice-validated",
