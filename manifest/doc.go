@@ -20,12 +20,13 @@
 //   - The notebook container is named "notebook", its port
 //     "notebook-port"; restartPolicy is OnFailure; Cmd becomes args.
 //   - Environment variables are emitted in rounds: each round, sorted by
-//     name, the variables whose $(VAR) references are all emitted already;
-//     variables in cycles or referring to unknown names come last, sorted
-//     by name. References to the variable itself are ignored and $$(VAR)
-//     still counts as a reference. A later variable with the same name
-//     replaces an earlier one. (KubeSpawner sorts by the key of its env
-//     dict, which is the name unless an entry renames itself.)
+//     the key of make_pod's env dict (PodSpec.EnvKeys; the name unless a
+//     dict entry has a name of its own), the variables whose $(VAR)
+//     references are all emitted already; variables in cycles or
+//     referring to unknown names come last, sorted by key. References to
+//     the variable itself are ignored and $$(VAR) still counts as a
+//     reference. A later entry of the same key, and then a later
+//     variable of the same name, replaces an earlier one.
 //   - UID, GID, Privileged and AllowPrivilegeEscalation make the container
 //     security context; FSGID and SupplementalGIDs the pod's. A
 //     ContainerSecurityContext or PodSecurityContext is applied over them

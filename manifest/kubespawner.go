@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // DecodePodSpec decodes KubeSpawner's make_pod keyword arguments, as a
@@ -65,13 +69,30 @@ func decodePodArg(s *PodSpec, key string, raw json.RawMessage) error {
 	case "node_selector":
 		return decodeInto(raw, &s.NodeSelector)
 	case "uid":
-		return decodeInto(raw, &s.UID)
+		return decodeID(raw, &s.UID)
 	case "gid":
-		return decodeInto(raw, &s.GID)
+		return decodeID(raw, &s.GID)
 	case "fs_gid":
-		return decodeInto(raw, &s.FSGID)
+		return decodeID(raw, &s.FSGID)
 	case "supplemental_gids":
-		return decodeInto(raw, &s.SupplementalGIDs)
+		// make_pod: [int(gid) for gid in supplemental_gids]; the trait
+		// is a List of anything.
+		s.SupplementalGIDs = nil
+		if isNull(raw) {
+			return nil
+		}
+		var items []json.RawMessage
+		if err := decodeInto(raw, &items); err != nil {
+			return err
+		}
+		for i, item := range items {
+			n, err := pyInt(item)
+			if err != nil {
+				return fmt.Errorf("[%d]: %w", i, err)
+			}
+			s.SupplementalGIDs = append(s.SupplementalGIDs, n)
+		}
+		return nil
 	case "privileged":
 		return decodeInto(raw, &s.Privileged)
 	case "allow_privilege_escalation":
@@ -93,15 +114,15 @@ func decodePodArg(s *PodSpec, key string, raw json.RawMessage) error {
 			return nil
 		}
 		s.ContainerSecurityContext = new(corev1.SecurityContext)
-		return decodeSecurityContext(raw, key, s.ContainerSecurityContext)
+		return decodeSecurityContext(raw, key, s.ContainerSecurityContext, &s.ContainerSecurityContextNull)
 	case "pod_security_context":
 		if null {
 			return nil
 		}
 		s.PodSecurityContext = new(corev1.PodSecurityContext)
-		return decodeSecurityContext(raw, key, s.PodSecurityContext)
+		return decodeSecurityContext(raw, key, s.PodSecurityContext, &s.PodSecurityContextNull)
 	case "env":
-		return decodeEnv(raw, &s.Env)
+		return decodeEnv(raw, &s.Env, &s.EnvKeys)
 	case "working_dir":
 		return decodeString(raw, &s.WorkingDir)
 	case "volumes":
@@ -233,14 +254,19 @@ func decodeModelOrNull[T any](raw json.RawMessage, target *[]T) error {
 // decodeSecurityContext rejects snake_case keys, as KubeSpawner does for
 // pod_security_context and container_security_context (they are passed to
 // the API verbatim there, so a snake_case key would be silently dropped).
-func decodeSecurityContext(raw json.RawMessage, name string, target any) error {
+// The keys set to null go to nulls.
+func decodeSecurityContext(raw json.RawMessage, name string, target any, nulls *[]string) error {
 	pairs, err := orderedObject(raw)
 	if err != nil {
 		return err
 	}
+	*nulls = nil
 	for _, p := range pairs {
 		if strings.Contains(p.key, "_") {
 			return fmt.Errorf("%s's keys should have k8s camelCase names, got %q", name, p.key)
+		}
+		if isNull(p.value) {
+			*nulls = append(*nulls, p.key)
 		}
 	}
 	return decodeInto(raw, target)
@@ -249,9 +275,9 @@ func decodeSecurityContext(raw json.RawMessage, name string, target any) error {
 // decodeEnv decodes KubeSpawner's env dict in order: a string value is
 // {name: key, value: string}; a dict value is an EnvVar whose name
 // defaults to the key.
-func decodeEnv(raw json.RawMessage, target *[]corev1.EnvVar) error {
+func decodeEnv(raw json.RawMessage, target *[]corev1.EnvVar, keys *[]string) error {
 	if isNull(raw) {
-		*target = nil
+		*target, *keys = nil, nil
 		return nil
 	}
 	pairs, err := orderedObject(raw)
@@ -259,6 +285,7 @@ func decodeEnv(raw json.RawMessage, target *[]corev1.EnvVar) error {
 		return err
 	}
 	for _, p := range pairs {
+		*keys = append(*keys, p.key)
 		var value string
 		if json.Unmarshal(p.value, &value) == nil {
 			*target = append(*target, corev1.EnvVar{Name: p.key, Value: value})
@@ -316,4 +343,63 @@ func decodeResourceList(raw json.RawMessage, target *corev1.ResourceList) error 
 	}
 	*target = list
 	return nil
+}
+
+// decodeID decodes uid, gid or fs_gid: a traitlets Integer (a bool is an
+// int in Python, so true is 1) or null.
+func decodeID(raw json.RawMessage, target **int64) error {
+	*target = nil
+	if isNull(raw) {
+		return nil
+	}
+	switch strings.TrimSpace(string(raw)) {
+	case "true":
+		*target = ptr.To[int64](1)
+		return nil
+	case "false":
+		*target = ptr.To[int64](0)
+		return nil
+	}
+	return decodeInto(raw, target)
+}
+
+// pyInt is Python's int() of a JSON value: a bool is 0 or 1, a number is
+// truncated toward zero (7.9 is 7), a string is a base-10 integer with
+// optional sign, surrounding whitespace and single underscores between
+// digits ("100" is 100, "7.9" is an error).
+func pyInt(raw json.RawMessage) (int64, error) {
+	text := strings.TrimSpace(string(raw))
+	switch {
+	case text == "true":
+		return 1, nil
+	case text == "false":
+		return 0, nil
+	case strings.HasPrefix(text, `"`):
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return 0, err
+		}
+		t := strings.TrimFunc(s, unicode.IsSpace)
+		digits := strings.TrimLeft(t, "+-")
+		if len(t)-len(digits) > 1 || digits == "" || digits[0] == '_' || digits[len(digits)-1] == '_' || strings.Contains(digits, "__") {
+			return 0, fmt.Errorf("int(%q): invalid literal for int() with base 10", s)
+		}
+		n, err := strconv.ParseInt(t[:len(t)-len(digits)]+strings.ReplaceAll(digits, "_", ""), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("int(%q): invalid literal for int() with base 10", s)
+		}
+		return n, nil
+	}
+	var f json.Number
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return 0, fmt.Errorf("int() of %s: want a number or a string of digits", abbreviate(raw))
+	}
+	if n, err := f.Int64(); err == nil {
+		return n, nil
+	}
+	v, err := f.Float64()
+	if err != nil || math.IsNaN(v) || math.Abs(v) >= math.MaxInt64 {
+		return 0, fmt.Errorf("int() of %s: out of range", f)
+	}
+	return int64(v), nil // truncates toward zero, as int() does
 }

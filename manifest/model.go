@@ -324,3 +324,27 @@ func mergeJSON[T any](base, over *T) (*T, error) {
 	}
 	return out, nil
 }
+
+// dropKeys returns v without the top-level JSON keys given: what a null
+// in a dict.update removes.
+func dropKeys[T any](v *T, keys []string) (*T, error) {
+	if len(keys) == 0 || v == nil {
+		return v, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	obj := map[string]json.RawMessage{}
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		delete(obj, k)
+	}
+	if b, err = json.Marshal(obj); err != nil {
+		return nil, err
+	}
+	out := new(T)
+	return out, json.Unmarshal(b, out)
+}

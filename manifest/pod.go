@@ -69,11 +69,24 @@ type PodSpec struct {
 	// derived fields stay (Python's dict.update).
 	ContainerSecurityContext *corev1.SecurityContext
 	PodSecurityContext       *corev1.PodSecurityContext
+	// ContainerSecurityContextNull and PodSecurityContextNull are the
+	// keys those options set to null (DecodePodSpec fills them). Python's
+	// dict.update puts None there, which the API server reads as unset,
+	// so a null runAsUser removes what uid set; and the context is sent
+	// (empty, not left out) even when nothing else remains.
+	ContainerSecurityContextNull []string
+	PodSecurityContextNull       []string
 
 	// Env (env) is ordered: a later variable with the same name replaces
 	// an earlier one. The pod gets them sorted so that $(VAR) references
 	// resolve; see the package documentation.
-	Env          []corev1.EnvVar
+	Env []corev1.EnvVar
+	// EnvKeys are the keys of make_pod's env dict, one per Env entry: a
+	// dict value may carry a name of its own, and KubeSpawner sorts each
+	// round by the key, not by the name. A later entry of the same key
+	// replaces an earlier one (a dict assignment). Missing keys (a
+	// shorter or nil EnvKeys) are the entry's Name.
+	EnvKeys      []string
 	WorkingDir   string               // working_dir
 	Volumes      []corev1.Volume      // volumes
 	VolumeMounts []corev1.VolumeMount // volume_mounts
@@ -166,13 +179,13 @@ func buildPod(spec *PodSpec) (*corev1.Pod, error) {
 		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: name})
 	}
 
-	volumes, mounts, env := storageAndEnv(spec)
+	volumes, mounts, env, keys := storageAndEnv(spec)
 
 	psc, csc, err := securityContexts(spec)
 	if err != nil {
 		return nil, err
 	}
-	if !isEmpty(psc) {
+	if !isEmpty(psc) || len(spec.PodSecurityContextNull) > 0 {
 		pod.Spec.SecurityContext = psc
 	}
 
@@ -186,13 +199,13 @@ func buildPod(spec *PodSpec) (*corev1.Pod, error) {
 	container.Args = slices.Clone(spec.Cmd)
 	container.WorkingDir = spec.WorkingDir
 	container.Ports = []corev1.ContainerPort{{Name: PortName, ContainerPort: spec.Port}}
-	container.Env = sortEnv(env)
+	container.Env = sortEnv(env, keys)
 	container.ImagePullPolicy = spec.ImagePullPolicy
 	container.Lifecycle = spec.LifecycleHooks.DeepCopy()
 	container.VolumeMounts = mounts
 	container.Resources.Requests = resourceList(spec.CPUGuarantee, spec.MemGuarantee, spec.ExtraResourceGuarantees)
 	container.Resources.Limits = resourceList(spec.CPULimit, spec.MemLimit, spec.ExtraResourceLimits)
-	if !isEmptySecurityContext(csc) {
+	if !isEmptySecurityContext(csc) || len(spec.ContainerSecurityContextNull) > 0 {
 		container.SecurityContext = csc
 	}
 
@@ -236,10 +249,18 @@ func buildPod(spec *PodSpec) (*corev1.Pod, error) {
 
 // storageAndEnv are copies of the spec's volumes, mounts and environment,
 // with internal SSL's added.
-func storageAndEnv(spec *PodSpec) ([]corev1.Volume, []corev1.VolumeMount, []corev1.EnvVar) {
+func storageAndEnv(spec *PodSpec) ([]corev1.Volume, []corev1.VolumeMount, []corev1.EnvVar, []string) {
 	volumes := slices.Clone(spec.Volumes)
 	mounts := deepCopyAll(spec.VolumeMounts)
 	env := slices.Clone(spec.Env)
+	keys := make([]string, len(env))
+	for i, e := range env {
+		if i < len(spec.EnvKeys) && spec.EnvKeys[i] != "" {
+			keys[i] = spec.EnvKeys[i]
+		} else {
+			keys[i] = e.Name
+		}
+	}
 	if spec.SSLSecretName != "" {
 		volumes = append(volumes, corev1.Volume{
 			Name: SSLVolumeName,
@@ -255,8 +276,9 @@ func storageAndEnv(spec *PodSpec) ([]corev1.Volume, []corev1.VolumeMount, []core
 			corev1.EnvVar{Name: "JUPYTERHUB_SSL_CLIENT_CA", Value: path.Join(spec.SSLSecretMountPath, "notebooks-ca_trust.crt")},
 		)
 		mounts = append(mounts, corev1.VolumeMount{Name: SSLVolumeName, MountPath: spec.SSLSecretMountPath})
+		keys = append(keys, "JUPYTERHUB_SSL_KEYFILE", "JUPYTERHUB_SSL_CERTFILE", "JUPYTERHUB_SSL_CLIENT_CA")
 	}
-	return volumes, mounts, env
+	return volumes, mounts, env, keys
 }
 
 // securityContexts are the pod's and the server container's security
@@ -268,6 +290,9 @@ func securityContexts(spec *PodSpec) (*corev1.PodSecurityContext, *corev1.Securi
 		psc.SupplementalGroups = slices.Clone(spec.SupplementalGIDs)
 	}
 	psc, err := mergeJSON(psc, spec.PodSecurityContext.DeepCopy())
+	if err == nil {
+		psc, err = dropKeys(psc, spec.PodSecurityContextNull)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("manifest: pod %q: merging pod_security_context: %w", spec.Name, err)
 	}
@@ -282,6 +307,9 @@ func securityContexts(spec *PodSpec) (*corev1.PodSecurityContext, *corev1.Securi
 		csc.AllowPrivilegeEscalation = ptr.To(true)
 	}
 	csc, err = mergeJSON(csc, spec.ContainerSecurityContext.DeepCopy())
+	if err == nil {
+		csc, err = dropKeys(csc, spec.ContainerSecurityContextNull)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("manifest: pod %q: merging container_security_context: %w", spec.Name, err)
 	}
@@ -332,38 +360,49 @@ func isEmpty[T corev1.PodSecurityContext | corev1.SecurityContext](v *T) bool {
 // KubeSpawner.
 var envRef = regexp.MustCompile(`\$\(([^)]+)\)`)
 
-// sortEnv orders variables so that references resolve, as KubeSpawner
-// does: in rounds, each round emitting (sorted by name) every variable
-// whose references are all emitted already; variables in a cycle or
-// referring to unknown names come last, sorted by name. References to
-// itself are ignored. A later variable with the same name replaces an
-// earlier one.
-func sortEnv(env []corev1.EnvVar) []corev1.EnvVar {
+// sortEnv orders variables so that references resolve, as make_pod
+// does: entries are a dict by key (a later key replaces an earlier one),
+// then stored by variable name (a later name replaces an earlier one and
+// brings its key); in rounds, each round emits (sorted by key) every
+// variable whose references are all emitted already; variables in a
+// cycle or referring to unknown names come last, sorted by key.
+// References to itself are ignored.
+func sortEnv(env []corev1.EnvVar, keys []string) []corev1.EnvVar {
 	type entry struct {
+		key  string
 		v    corev1.EnvVar
 		deps []string
 	}
-	// Sized maps live on the heap, not in this frame (see Pod).
-	byName := make(map[string]*entry, len(env))
-	for _, v := range env {
-		e := &entry{v: *v.DeepCopy()}
-		if !strings.Contains(v.Value, "$(") {
-			// No reference (most values): the regexp would find none.
-			byName[v.Name] = e
-			continue
-		}
-		for _, m := range envRef.FindAllStringSubmatch(v.Value, -1) {
-			if m[1] != v.Name && !slices.Contains(e.deps, m[1]) {
-				e.deps = append(e.deps, m[1])
+	// The env dict: a key set again keeps its place, takes the new value.
+	byKey := make([]*entry, 0, len(env))
+	keyAt := make(map[string]int, len(env))
+	for i, v := range env {
+		e := &entry{key: keys[i], v: *v.DeepCopy()}
+		if strings.Contains(v.Value, "$(") {
+			// Most values hold no reference: the regexp would find none.
+			for _, m := range envRef.FindAllStringSubmatch(v.Value, -1) {
+				if m[1] != v.Name && !slices.Contains(e.deps, m[1]) {
+					e.deps = append(e.deps, m[1])
+				}
 			}
 		}
-		byName[v.Name] = e
+		if j, ok := keyAt[e.key]; ok {
+			byKey[j] = e
+			continue
+		}
+		keyAt[e.key] = len(byKey)
+		byKey = append(byKey, e)
+	}
+	// Sized maps live on the heap, not in this frame (see Pod).
+	byName := make(map[string]*entry, len(byKey))
+	for _, e := range byKey {
+		byName[e.v.Name] = e
 	}
 	pending := make([]*entry, 0, len(byName))
 	for _, e := range byName {
 		pending = append(pending, e)
 	}
-	slices.SortFunc(pending, func(a, b *entry) int { return cmp.Compare(a.v.Name, b.v.Name) })
+	slices.SortFunc(pending, func(a, b *entry) int { return cmp.Compare(a.key, b.key) })
 
 	out := make([]corev1.EnvVar, 0, len(pending))
 	emitted := make(map[string]bool, len(pending))

@@ -3,6 +3,7 @@ package manifest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -49,19 +50,7 @@ func validatePod(s *PodSpec) field.ErrorList {
 			errs = append(errs, field.Required(field.NewPath("image_pull_secrets").Index(i), "a secret name"))
 		}
 	}
-	for _, id := range []struct {
-		name string
-		v    *int64
-	}{{"uid", s.UID}, {"gid", s.GID}, {"fs_gid", s.FSGID}} {
-		if id.v != nil && *id.v < 0 {
-			errs = append(errs, field.Invalid(field.NewPath(id.name), *id.v, "must not be negative"))
-		}
-	}
-	for i, g := range s.SupplementalGIDs {
-		if g < 0 {
-			errs = append(errs, field.Invalid(field.NewPath("supplemental_gids").Index(i), g, "must not be negative"))
-		}
-	}
+	errs = append(errs, ValidateIDs(s)...)
 	if s.AllowPrivilegeEscalation < EscalationDenied || s.AllowPrivilegeEscalation > EscalationUnset {
 		errs = append(errs, field.Invalid(field.NewPath("allow_privilege_escalation"), int(s.AllowPrivilegeEscalation), "unknown setting"))
 	}
@@ -287,4 +276,45 @@ func labelValueOK(v string) bool {
 		}
 	}
 	return true
+}
+
+// ValidateIDs mirrors the API server's ValidatePodSecurityContext and
+// ValidateSecurityContext on the ids make_pod puts there: runAsUser by
+// IsValidUserID, runAsGroup, fsGroup and supplementalGroups by
+// IsValidGroupID (0 to 2^31-1). An id the security context options
+// replace (or null out) never reaches the pod, and is not checked.
+func ValidateIDs(s *PodSpec) field.ErrorList {
+	csc, psc := s.ContainerSecurityContext, s.PodSecurityContext
+	if csc == nil {
+		csc = &corev1.SecurityContext{}
+	}
+	if psc == nil {
+		psc = &corev1.PodSecurityContext{}
+	}
+	cnull, pnull := s.ContainerSecurityContextNull, s.PodSecurityContextNull
+	var errs field.ErrorList
+	for _, id := range []struct {
+		key      string
+		v        *int64
+		replaced bool
+		check    func(int64) []string
+	}{
+		{"uid", s.UID, csc.RunAsUser != nil || slices.Contains(cnull, "runAsUser"), validation.IsValidUserID},
+		{"gid", s.GID, csc.RunAsGroup != nil || slices.Contains(cnull, "runAsGroup"), validation.IsValidGroupID},
+		{"fs_gid", s.FSGID, psc.FSGroup != nil || slices.Contains(pnull, "fsGroup"), validation.IsValidGroupID},
+	} {
+		if id.v != nil && !id.replaced {
+			for _, msg := range id.check(*id.v) {
+				errs = append(errs, field.Invalid(field.NewPath(id.key), *id.v, msg))
+			}
+		}
+	}
+	if psc.SupplementalGroups == nil && !slices.Contains(pnull, "supplementalGroups") {
+		for i, g := range s.SupplementalGIDs {
+			for _, msg := range validation.IsValidGroupID(g) {
+				errs = append(errs, field.Invalid(field.NewPath("supplemental_gids").Index(i), g, msg))
+			}
+		}
+	}
+	return errs
 }

@@ -224,8 +224,10 @@ func envVars(env map[string]string) ([]corev1.EnvVar, error) {
 		if k == "" {
 			return nil, errBadRequest(reasonBadRequest, errors.New("env has an empty variable name"))
 		}
-		if msgs := validation.IsEnvVarName(k); len(msgs) > 0 {
-			// The API server would refuse the pod after the claim exists.
+		if msgs := validation.IsRelaxedEnvVarName(k); len(msgs) > 0 {
+			// The API server would refuse the pod after the claim exists:
+			// ValidateEnv's rule from Kubernetes 1.32 on (any printable
+			// ASCII but '=').
 			return nil, errBadRequest(reasonBadRequest, fmt.Errorf("env[%q]: %s", k, strings.Join(msgs, "; ")))
 		}
 		out = append(out, corev1.EnvVar{Name: k, Value: v})

@@ -159,6 +159,18 @@ func parseByteSpecification(raw json.RawMessage) (*int64, error) {
 	if text == "null" {
 		return nil, nil
 	}
+	// JupyterHub's ByteSpecification.validate: an int or float (a bool
+	// is an int in Python) is int(value); a string must be a float
+	// followed by one of K, M, G, T, so "100" is refused ("10" with the
+	// unit "0"), as KubeSpawner refuses it at load.
+	switch text {
+	case "true", "false":
+		n := int64(0)
+		if text == "true" {
+			n = 1
+		}
+		return &n, nil
+	}
 	if !strings.HasPrefix(text, `"`) {
 		var f float64
 		if err := json.Unmarshal(raw, &f); err != nil {
@@ -172,9 +184,6 @@ func parseByteSpecification(raw json.RawMessage) (*int64, error) {
 		return nil, err
 	}
 	bad := fmt.Errorf("%q is not a valid memory specification: must be an int or a string with suffix K, M, G, T (powers of 1024; Kubernetes suffixes like Gi are not accepted)", s)
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return &n, nil
-	}
 	if s == "" {
 		return nil, bad
 	}
@@ -279,7 +288,12 @@ func decodeEnvironment(raw json.RawMessage) ([]EnvEntry, map[string]string, erro
 		} else {
 			delete(strs, name)
 		}
-		out = slices.DeleteFunc(out, func(e EnvEntry) bool { return e.Name == name })
+		// A key given twice: Python's json.loads keeps its first place
+		// and the last value.
+		if i := slices.IndexFunc(out, func(e EnvEntry) bool { return e.Name == name }); i >= 0 {
+			out[i].Value = v
+			continue
+		}
 		out = append(out, EnvEntry{Name: name, Value: v})
 	}
 	return out, strs, nil

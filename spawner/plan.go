@@ -625,9 +625,12 @@ func serverEnv(cfg *Config, r *rendered, opts *StartOptions) envDict {
 	return d
 }
 
-// envVars turns get_env's dict into the container's variables.
-func envVars(d envDict) ([]corev1.EnvVar, error) {
+// envVars turns get_env's dict into the container's variables and their
+// dict keys (manifest.PodSpec.EnvKeys): a dict value keeps a name of its
+// own, as make_pod names it after its key only when it has none.
+func envVars(d envDict) ([]corev1.EnvVar, []string, error) {
 	out := make([]corev1.EnvVar, 0, len(d))
+	keys := make([]string, 0, len(d))
 	var bad []string
 	for _, e := range d {
 		switch v := e.Value.(type) {
@@ -641,18 +644,22 @@ func envVars(d envDict) ([]corev1.EnvVar, error) {
 			dec := json.NewDecoder(bytes.NewReader(b))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&ev); err != nil {
-				return nil, fmt.Errorf("spawner: environment: %s: %w", e.Name, err)
+				return nil, nil, fmt.Errorf("spawner: environment: %s: %w", e.Name, err)
 			}
-			ev.Name = e.Name
+			if ev.Name == "" {
+				ev.Name = e.Name
+			}
 			out = append(out, ev)
 		default:
 			bad = append(bad, fmt.Sprintf("%s: value %v is not a string; quote it (Kubernetes env values are strings)", e.Name, v))
+			continue
 		}
+		keys = append(keys, e.Name)
 	}
 	if len(bad) > 0 {
-		return nil, fmt.Errorf("spawner: environment: %s", strings.Join(bad, "; "))
+		return nil, nil, fmt.Errorf("spawner: environment: %s", strings.Join(bad, "; "))
 	}
-	return out, nil
+	return out, keys, nil
 }
 
 func buildPod(cfg *Config, server naming.Server, r *rendered, st *State, opts *StartOptions) (*corev1.Pod, []EnvEntry, map[string]string, error) {
@@ -699,7 +706,7 @@ func buildPod(cfg *Config, server naming.Server, r *rendered, st *State, opts *S
 	ann[StateAnnotation] = string(stateJSON)
 	spec.Annotations = ann
 	d := serverEnv(cfg, r, opts)
-	if spec.Env, err = envVars(d); err != nil {
+	if spec.Env, spec.EnvKeys, err = envVars(d); err != nil {
 		return nil, nil, nil, err
 	}
 	secretEnv := moveToSecret(spec.Env, cfg.SecretEnv, EnvSecretName(st.PodName))

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -217,11 +218,22 @@ func (c *Config) validateOptions() field.ErrorList {
 		_, naerrs := renderSample("user_namespace_annotations", c.UserNamespaceAnnotations, f, syntax)
 		errs = append(errs, naerrs...)
 		errs = append(errs, apivalidation.ValidateAnnotations(literalValues(c.UserNamespaceAnnotations), field.NewPath("user_namespace_annotations"))...)
-		env, eerrs := renderSample("environment", c.Environment, f, syntax)
+		_, eerrs := renderSample("environment", c.Environment, f, syntax)
 		errs = append(errs, eerrs...)
-		for k := range env {
-			for _, msg := range validation.IsEnvVarName(k) {
-				errs = append(errs, field.Invalid(field.NewPath("environment").Key(k), k, msg))
+		for _, e := range c.environmentEntries() {
+			// The variable's name: a dict value's own name, else its key
+			// (make_pod). The API server's check is ValidateEnv's
+			// IsRelaxedEnvVarName (any printable ASCII but '='): the
+			// only rule from Kubernetes 1.32 (RelaxedEnvironmentVariable
+			// Validation, beta and on by default; GA in 1.34).
+			name, p := e.Name, field.NewPath("environment").Key(e.Name)
+			if m, ok := e.Value.(map[string]any); ok {
+				if n, ok := m["name"].(string); ok && n != "" {
+					name, p = n, p.Child("name")
+				}
+			}
+			for _, msg := range validation.IsRelaxedEnvVarName(name) {
+				errs = append(errs, field.Invalid(p, name, msg))
 			}
 		}
 		errs = append(errs, checkTemplates(c, syntax)...)
@@ -259,11 +271,9 @@ func (c *Config) validateOptions() field.ErrorList {
 	}
 	errs = append(errs, checkName("priority_class_name", c.Pod.PriorityClassName, validation.IsDNS1123Subdomain)...)
 	errs = append(errs, checkName("scheduler_name", c.Pod.SchedulerName, validation.IsDNS1123Subdomain)...)
-	for i, s := range c.Pod.ImagePullSecrets {
-		for _, msg := range validation.IsDNS1123Subdomain(s) {
-			errs = append(errs, field.Invalid(field.NewPath("image_pull_secrets").Index(i), s, msg))
-		}
-	}
+	// image_pull_secrets are not checked: the API server does not
+	// validate imagePullSecrets names (a secret that cannot exist is
+	// skipped by the kubelet with an event).
 	switch c.Pod.ImagePullPolicy {
 	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 	default:
@@ -272,14 +282,9 @@ func (c *Config) validateOptions() field.ErrorList {
 	}
 	errs = append(errs, metav1validation.ValidateLabels(c.Pod.NodeSelector, field.NewPath("node_selector"))...)
 	errs = append(errs, checkResources(c)...)
-	for _, id := range []struct {
-		key string
-		v   *int64
-	}{{"uid", c.Pod.UID}, {"gid", c.Pod.GID}, {"fs_gid", c.Pod.FSGID}} {
-		if id.v != nil && *id.v < 0 {
-			errs = append(errs, field.Invalid(field.NewPath(id.key), *id.v, "must not be negative"))
-		}
-	}
+	// uid, gid, fs_gid and supplemental_gids as the API server checks
+	// them in the pod (manifest.ValidateIDs).
+	errs = append(errs, manifest.ValidateIDs(&c.Pod)...)
 	for i, r := range c.FatalReasons {
 		if r == "" {
 			errs = append(errs, field.Required(field.NewPath("fatal_reasons").Index(i), "a container waiting reason"))
