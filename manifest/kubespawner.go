@@ -208,7 +208,10 @@ func DecodePVCSpec(data []byte) (PVCSpec, error) {
 		case "access_modes":
 			err = decodeInto(p.value, &s.AccessModes)
 		case "selector":
-			if !isNull(p.value) {
+			// make_pvc sets the selector only `if selector:`, so an
+			// empty dict is no selector (and one {} selector is enough to
+			// make CSI provisioners refuse the claim).
+			if kv, _ := orderedObject(p.value); !isNull(p.value) && (len(kv) > 0 || !bytes.HasPrefix(bytes.TrimSpace(p.value), []byte("{"))) {
 				s.Selector = new(metav1.LabelSelector)
 				err = decodeModel(p.value, s.Selector, p.key)
 			}

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,8 +38,13 @@ func PVC(spec PVCSpec) (*corev1.PersistentVolumeClaim, error) {
 	if spec.Storage.Sign() <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("storage"), spec.Storage.String(), "must be a positive quantity"))
 	}
+	// ValidatePersistentVolumeClaimSpec: at least one access mode, each
+	// supported, ReadWriteOncePod alone.
 	if len(spec.AccessModes) == 0 {
 		errs = append(errs, field.Required(field.NewPath("access_modes"), "at least one access mode"))
+	}
+	if slices.Contains(spec.AccessModes, corev1.ReadWriteOncePod) && len(spec.AccessModes) > 1 {
+		errs = append(errs, field.Forbidden(field.NewPath("access_modes"), "may not use ReadWriteOncePod with other access modes"))
 	}
 	for i, m := range spec.AccessModes {
 		switch m {
@@ -89,8 +95,8 @@ type SecretSpec struct {
 	Key  []byte // the server's private key (cert_paths["keyfile"])
 	Cert []byte // its certificate (cert_paths["certfile"])
 	// CA is the notebooks' CA bundle (cert_paths["cafile"]) and HubCA the
-	// hub's (hub_ca); the secret's trust bundle is CA without trailing
-	// newlines, a newline, then HubCA.
+	// hub's (hub_ca); the secret's trust bundle is CA without
+	// newlines at either end, a newline, then HubCA.
 	CA, HubCA       []byte
 	OwnerReferences []metav1.OwnerReference // normally OwnerReference(pod)
 	Labels          map[string]string
@@ -114,7 +120,8 @@ func Secret(spec SecretSpec) (*corev1.Secret, error) {
 	if len(errs) > 0 {
 		return nil, &ValidationError{Kind: "Secret", Name: spec.Name, Errs: errs}
 	}
-	trust := strings.TrimRight(universalNewlines(spec.CA), "\n") + "\n" + universalNewlines(spec.HubCA)
+	// make_secret: ca_file.read().strip("\n"), newlines off both ends.
+	trust := strings.Trim(universalNewlines(spec.CA), "\n") + "\n" + universalNewlines(spec.HubCA)
 	return &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: objectMeta(spec.Name, spec.Labels, spec.Annotations, spec.OwnerReferences),

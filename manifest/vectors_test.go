@@ -64,6 +64,22 @@ func kwargs(c vectorCase) map[string]any {
 
 var rules = []rule{
 	{
+		name:   "empty-service-account",
+		reason: "make_pod with service_account \"\" (not None) sets no serviceAccountName and no automountServiceAccountToken, so the namespace's default service account token is mounted into the user's pod; spawnkit treats \"\" as no service account and keeps the token out (automountServiceAccountToken: false), as make_pod does for None",
+		applies: func(c vectorCase) bool {
+			kw := kwargs(c)
+			sa, isString := kw["service_account"].(string)
+			return c.Function == "make_pod" && isString && sa == "" && kw["automount_service_account_token"] == nil
+		},
+		fix: func(c vectorCase, s string) string {
+			var pod map[string]any
+			_ = json.Unmarshal([]byte(s), &pod)
+			pod["spec"].(map[string]any)["automountServiceAccountToken"] = false
+			b, _ := json.Marshal(pod)
+			return string(b)
+		},
+	},
+	{
 		name:   "ssl-path-join",
 		reason: "KubeSpawner joins ssl_secret_mount_path and the file names without a '/' ('/certs' + 'ssl.key' = '/certsssl.key'), pointing the notebook at files that do not exist; spawnkit joins paths",
 		applies: func(c vectorCase) bool {

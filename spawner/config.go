@@ -396,7 +396,9 @@ func (c Config) withDefaults() Config {
 	if c.CommonLabels == nil {
 		c.CommonLabels = naming.KubeSpawnerCommonLabels()
 	}
-	if len(c.StorageAccessModes) == 0 {
+	if c.StorageAccessModes == nil {
+		// Unset only: an explicit [] is refused (validateOptions), as
+		// the API server refuses a claim without access modes.
 		c.StorageAccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
 	}
 	if c.StartTimeout == 0 {

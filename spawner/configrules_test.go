@@ -2,16 +2,19 @@ package spawner
 
 import (
 	"encoding/json"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/naming"
 )
@@ -91,6 +94,40 @@ var kubespawnerRules = []configRule{
 		},
 	},
 	{
+		name:   "empty-storage-selector",
+		reason: "a storage_selector that selects everything but is not literally {} ({matchLabels: {}}) reaches KubeSpawner's claim as a selector, and CSI provisioners refuse to provision any claim with a selector; spawnkit leaves it out, as KubeSpawner leaves out {}",
+		rewriteOutput: func(in *caseInput, got, want *wantObjects) bool {
+			if want.PVC == nil || want.PVC.Spec.Selector == nil {
+				return false
+			}
+			if sel := want.PVC.Spec.Selector; len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0 {
+				want.PVC.Spec.Selector = nil
+				return true
+			}
+			return false
+		},
+	},
+	{
+		name:   "empty-service-account",
+		reason: "service_account: \"\" gives KubeSpawner's pod no serviceAccountName and no automountServiceAccountToken, so the namespace's default service account token is mounted into the user's pod; spawnkit treats \"\" as no service account and keeps the token out (automountServiceAccountToken: false), as KubeSpawner does for None",
+		rewriteOutput: func(in *caseInput, got, want *wantObjects) bool {
+			if want.Pod == nil || got.Pod == nil || want.Pod.Spec.ServiceAccountName != "" || want.Pod.Spec.AutomountServiceAccountToken != nil {
+				return false
+			}
+			if a := got.Pod.Spec.AutomountServiceAccountToken; a == nil || *a {
+				return false
+			}
+			want.Pod.Spec.AutomountServiceAccountToken = ptr.To(false)
+			return true
+		},
+	},
+	{
+		name:    "image-never-pullable",
+		reason:  "an image with whitespace or a control character inside it is accepted by the API server (which checks only its ends) but no registry can serve it, so the pod would wait in ErrImagePull until the start times out; spawnkit refuses it at load, naming image",
+		applies: func(in *caseInput) bool { return len(apiRejects(in)) == 0 && unpullableImage(in) },
+		wantErr: func(in *caseInput, err error) bool { return errorNamesAll(err, []string{"image"}) },
+	},
+	{
 		name:   "secret-env",
 		reason: "the hub's API token (secret_env, default JUPYTERHUB_API_TOKEN and JPY_API_TOKEN) goes into a Secret owned by the pod, which the pod's env references by secretKeyRef, so that nobody who can read pods reads the token; secret_env: [] gives KubeSpawner's plain values",
 		rewriteOutput: func(in *caseInput, got, want *wantObjects) bool {
@@ -118,12 +155,17 @@ var kubespawnerRules = []configRule{
 		name:   "owner-annotations",
 		reason: "the raw user and server name annotations decide which server an object belongs to, so spawnkit never lets extra_annotations replace them",
 		applies: func(in *caseInput) bool {
-			raw, _ := in.config.get("extra_annotations")
-			var m map[string]any
-			_ = json.Unmarshal(raw, &m)
-			_, u := m[naming.AnnotationUsername]
-			_, s := m[naming.AnnotationServername]
-			return u || s
+			for _, opt := range []string{"extra_annotations", "storage_extra_annotations"} {
+				raw, _ := in.config.get(opt)
+				var m map[string]any
+				_ = json.Unmarshal(raw, &m)
+				_, u := m[naming.AnnotationUsername]
+				_, s := m[naming.AnnotationServername]
+				if u || s {
+					return true
+				}
+			}
+			return false
 		},
 		rewriteOutput: func(in *caseInput, got, want *wantObjects) bool {
 			for _, kind := range []string{"pod", "pvc", "service"} {
@@ -139,16 +181,10 @@ var kubespawnerRules = []configRule{
 	},
 	{
 		name:    "unknown-option",
-		reason:  "KubeSpawner only logs a warning for an option it does not know (a typo silently does nothing); spawnkit refuses it, naming the key",
+		reason:  "KubeSpawner only logs a warning for an option it does not know, and sets an unknown key of a profile's kubespawner_override as a plain attribute (a typo silently does nothing); spawnkit refuses either at load, naming the key",
 		applies: func(in *caseInput) bool { return len(unknownOptions(in)) > 0 },
-		wantErr: func(in *caseInput, err error) bool {
-			for _, k := range unknownOptions(in) {
-				if !strings.Contains(err.Error(), k) {
-					return false
-				}
-			}
-			return true
-		},
+		// The decoder stops at the first unknown key.
+		wantErr: func(in *caseInput, err error) bool { return errorNamesAny(err, unknownOptions(in)) },
 	},
 	{
 		name:    "python-only-env-value",
@@ -239,13 +275,53 @@ func expectedPod(in *caseInput) *corev1.Pod {
 // refuses in KubeSpawner's objects: the checks are the API server's own
 // (apimachinery), so a case of another kind is not excused.
 func apiRejects(in *caseInput) []string {
+	// Label and annotation values that are not strings: the API server
+	// cannot even decode such an object (and neither can this test).
+	out := nonStringMeta(in)
 	pod := expectedPod(in)
 	if pod == nil {
-		return nil
+		slices.Sort(out)
+		return slices.Compact(out)
 	}
-	var out []string
+	// An image with leading or trailing whitespace (ValidatePodSpec:
+	// validateContainerCommon).
+	for _, c := range pod.Spec.Containers {
+		if c.Image != strings.TrimSpace(c.Image) {
+			out = append(out, "image")
+		}
+	}
+	// A negative resource quantity (ValidateResourceQuantityValue).
+	for _, c := range pod.Spec.Containers {
+		for _, rl := range []struct {
+			list            corev1.ResourceList
+			cpu, mem, extra string
+		}{{c.Resources.Limits, "cpu_limit", "mem_limit", "extra_resource_limits"}, {c.Resources.Requests, "cpu_guarantee", "mem_guarantee", "extra_resource_guarantees"}} {
+			for name, q := range rl.list {
+				if q.Sign() >= 0 {
+					continue
+				}
+				switch name {
+				case corev1.ResourceCPU:
+					out = append(out, rl.cpu, rl.extra)
+				case corev1.ResourceMemory:
+					out = append(out, rl.mem, rl.extra)
+				default:
+					out = append(out, rl.extra)
+				}
+			}
+		}
+	}
 	if len(validation.IsDNS1123Subdomain(pod.Name)) > 0 {
 		out = append(out, "pod_name")
+	}
+	// A request above its limit, also of an extra resource
+	// (ValidateResourceRequirements).
+	for _, c := range pod.Spec.Containers {
+		for res, req := range c.Resources.Requests {
+			if lim, ok := c.Resources.Limits[res]; ok && req.Cmp(lim) > 0 && res != corev1.ResourceCPU && res != corev1.ResourceMemory {
+				out = append(out, "extra_resource_guarantees")
+			}
+		}
 	}
 	if len(metav1validation.ValidateLabels(pod.Spec.NodeSelector, field.NewPath("nodeSelector"))) > 0 {
 		out = append(out, "node_selector")
@@ -279,6 +355,11 @@ func apiRejects(in *caseInput) []string {
 			// The claim's name (ValidateObjectMeta: a DNS-1123 subdomain).
 			if len(validation.IsDNS1123Subdomain(pvc.Name)) > 0 {
 				out = append(out, "pvc_name")
+			}
+			// A claim without access modes
+			// (ValidatePersistentVolumeClaimSpec).
+			if len(pvc.Spec.AccessModes) == 0 {
+				out = append(out, "storage_access_modes")
 			}
 			if q, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; !ok || q.Sign() <= 0 {
 				// KubeSpawner sends `storage: null` without a capacity.
@@ -327,6 +408,75 @@ func badLabelOptions(in *caseInput, labels map[string]string, def string) []stri
 		out = append(out, opt)
 	}
 	return out
+}
+
+// nonStringMeta are the options behind label, annotation or node
+// selector values of KubeSpawner's objects that are not strings.
+func nonStringMeta(in *caseInput) []string {
+	if in.c.Expected == nil {
+		return nil
+	}
+	var out []string
+	for _, o := range []struct {
+		raw                json.RawMessage
+		labels, annotation string
+	}{
+		{in.c.Expected.Pod, "extra_labels", "extra_annotations"},
+		{in.c.Expected.PVC, "storage_extra_labels", "storage_extra_annotations"},
+		{in.c.Expected.NamespaceManifest, "user_namespace_labels", "user_namespace_annotations"},
+	} {
+		var obj struct {
+			Metadata struct {
+				Labels      map[string]any `json:"labels"`
+				Annotations map[string]any `json:"annotations"`
+			} `json:"metadata"`
+			Spec struct {
+				NodeSelector map[string]any `json:"nodeSelector"`
+			} `json:"spec"`
+		}
+		if len(o.raw) == 0 || json.Unmarshal(o.raw, &obj) != nil {
+			continue
+		}
+		for _, m := range []struct {
+			values map[string]any
+			opt    string
+		}{{obj.Metadata.Labels, o.labels}, {obj.Metadata.Annotations, o.annotation}, {obj.Spec.NodeSelector, "node_selector"}} {
+			for k, v := range m.values {
+				if _, ok := v.(string); !ok {
+					out = append(out, optionHolding(in, k, m.opt))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// optionHolding is the label or annotation option of the config that
+// holds key, else def.
+func optionHolding(in *caseInput, key, def string) string {
+	for _, o := range []string{def, "common_labels", "extra_labels", "extra_annotations"} {
+		raw, _ := in.config.get(o)
+		var m map[string]any
+		if _, ok := m[key]; json.Unmarshal(raw, &m) == nil && ok {
+			return o
+		}
+	}
+	return def
+}
+
+// unpullableImage reports an image of KubeSpawner's pod with whitespace
+// or a control character inside it.
+func unpullableImage(in *caseInput) bool {
+	pod := expectedPod(in)
+	if pod == nil {
+		return false
+	}
+	for _, c := range pod.Spec.Containers {
+		if strings.IndexFunc(strings.TrimSpace(c.Image), func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // unusableClaims are the claim names of KubeSpawner's pod volumes that no
@@ -393,17 +543,64 @@ func unvalidatedUnlisted(in *caseInput) []string {
 	return out
 }
 
+// unknownOptions are the keys, at the top level and in every override
+// dictionary of the profile list (profiles, choices, unlisted choices),
+// that LoadConfig does not know as options.
 func unknownOptions(in *caseInput) []string {
 	var out []string
-	for _, e := range in.config.kvs {
-		one, _ := json.Marshal(map[string]json.RawMessage{e.Key: e.Value})
+	unknown := func(key string, value json.RawMessage) bool {
+		one, _ := json.Marshal(map[string]json.RawMessage{key: value})
 		// The decoder's own message for an option it does not know (not a
 		// template's unknown {field}).
-		if _, err := LoadConfig(one); err != nil && strings.Contains(err.Error(), `unknown field "`+e.Key+`"`) {
+		_, err := LoadConfig(one)
+		return err != nil && strings.Contains(err.Error(), `unknown field "`+key+`"`)
+	}
+	for _, e := range in.config.kvs {
+		if unknown(e.Key, e.Value) {
 			out = append(out, e.Key)
 		}
 	}
-	return out
+	raw, _ := in.config.get("profile_list")
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) != nil {
+		var byKey map[string]json.RawMessage
+		_ = json.Unmarshal(raw, &byKey)
+		for _, k := range slices.Sorted(maps.Keys(byKey)) {
+			list = append(list, byKey[k])
+		}
+	}
+	type override = map[string]json.RawMessage
+	var overrides []override
+	for _, p := range list {
+		var profile struct {
+			Override       override `json:"kubespawner_override"`
+			ProfileOptions map[string]struct {
+				Choices map[string]struct {
+					Override override `json:"kubespawner_override"`
+				} `json:"choices"`
+				Unlisted struct {
+					Override override `json:"kubespawner_override"`
+				} `json:"unlisted_choice"`
+			} `json:"profile_options"`
+		}
+		_ = json.Unmarshal(p, &profile)
+		overrides = append(overrides, profile.Override)
+		for _, o := range profile.ProfileOptions {
+			for _, ch := range o.Choices {
+				overrides = append(overrides, ch.Override)
+			}
+			overrides = append(overrides, o.Unlisted.Override)
+		}
+	}
+	for _, o := range overrides {
+		for k, v := range o {
+			if unknown(k, v) {
+				out = append(out, k)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func pythonOnlyEnv(in *caseInput) []string {

@@ -13,8 +13,13 @@ func OptionsFromForm(cfg Config, form map[string][]string) (map[string]string, e
 	profile := ""
 	if v := form["profile"]; len(v) > 0 {
 		profile = v[0]
-		out["profile"] = profile
 	}
+	if profile == "" {
+		// _options_from_form: no profile (absent or empty) means no
+		// options at all; the default profile applies.
+		return out, nil
+	}
+	out["profile"] = profile
 	prefix := "profile-option-" + profile + "--"
 	for k, v := range form {
 		if len(v) == 0 || !strings.HasPrefix(k, prefix) {

@@ -2,8 +2,9 @@ package spawner
 
 import (
 	"bufio"
+	"encoding/json"
+	"maps"
 	"os"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -21,21 +22,7 @@ var optionStatuses = map[string]bool{
 
 // loadedOptions are the option names LoadConfig accepts.
 func loadedOptions() []string {
-	var keys []string
-	rt := reflect.TypeFor[Config]()
-	for i := range rt.NumField() {
-		tag, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
-		if tag != "" && tag != "-" {
-			keys = append(keys, tag)
-		}
-	}
-	keys = append(keys, "environment")
-	keys = append(keys, podOptionKeys...)
-	keys = append(keys, hubOptions...)
-	keys = append(keys, slices.Collect(mapKeys(deprecatedOptions))...)
-	keys = append(keys, slices.Collect(mapKeys(noopOptions))...)
-	slices.Sort(keys)
-	return slices.Compact(keys)
+	return slices.Sorted(maps.Keys(optionKeys))
 }
 
 // optionsTable reads the options table of docs/kubespawner-options.md:
@@ -99,6 +86,17 @@ func TestOptionsTable(t *testing.T) {
 		}
 	}
 	loaded := loadedOptions()
+	// optionKeys, which refuses unknown override keys, is what the
+	// decoder accepts: no key of it is an unknown field, and a key
+	// outside it is.
+	for _, k := range append(slices.Clone(loaded), "no_such_option") {
+		one, _ := json.Marshal(map[string]any{k: nil})
+		_, err := LoadConfig(one)
+		unknown := err != nil && strings.Contains(err.Error(), `unknown field "`+k+`"`)
+		if unknown == isOptionKey(k) {
+			t.Errorf("option %s: isOptionKey=%v, but LoadConfig says %v", k, isOptionKey(k), err)
+		}
+	}
 	for _, k := range loaded {
 		if _, ok := rows[k]; !ok {
 			t.Errorf("option %s, which LoadConfig accepts, is missing from docs/kubespawner-options.md", k)

@@ -193,6 +193,20 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 		syntax = naming.Go
 	}
 	fields := names.Fields
+	// _expand_user_properties renders {namespace} from the namespace in
+	// force (a profile's), and the scheme-dependent fields by the
+	// slug_scheme in force: a profile's applies to every template
+	// expanded after the user options load, while the names computed at
+	// init (pod_name, pvc_name) keep the configured scheme.
+	fields.Namespace = names.Namespace
+	if cfg.SlugScheme != base.SlugScheme {
+		f, err := naming.NewFields(server, cfg.SlugScheme, "")
+		if err != nil {
+			return nil, fmt.Errorf("spawner: server %q of user %q: %w", server.Servername, server.Username, err)
+		}
+		f.HubNamespace, f.PodName, f.PVCName, f.Namespace = fields.HubNamespace, fields.PodName, fields.PVCName, fields.Namespace
+		fields = f
+	}
 	if st.PVCName != "" {
 		// The claim in use (remembered, or found by handle_legacy_names)
 		// is what {pvc_name} names, as KubeSpawner's self.pvc_name.
@@ -441,8 +455,11 @@ func render(cfg *Config, fields naming.Fields, syntax naming.Syntax) (*rendered,
 			return nil, fmt.Errorf("storage_selector: %w", err)
 		}
 		if len(r.storageSelector.MatchLabels) == 0 && len(r.storageSelector.MatchExpressions) == 0 {
-			// KubeSpawner leaves an empty selector out: `selector: {}`
-			// would stop dynamic provisioning.
+			// A selector that selects everything is left out: KubeSpawner
+			// leaves out `{}` (make_pvc's `if selector:`), and spawnkit
+			// also `{matchLabels: {}}`, which KubeSpawner sends (rule
+			// empty-storage-selector): any selector stops dynamic
+			// provisioning (CSI provisioners refuse the claim).
 			r.storageSelector = nil
 		}
 	}

@@ -7,8 +7,10 @@ import (
 	"maps"
 	"math"
 	"path"
+	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -134,14 +136,25 @@ func renderSample(key string, m map[string]string, f naming.Fields, syntax namin
 	return nil, field.ErrorList{field.Invalid(field.NewPath(key), "", err.Error())}
 }
 
-// checkTemplates parses every templated option that is not a map, so a
-// template error fails at load.
+// checkTemplates parses every option KubeSpawner expands (_expand_all)
+// that is not a string map checked by renderSample, so a template error
+// or an unknown {field} fails at load, naming the option, not at a
+// start.
 func checkTemplates(c *Config, syntax naming.Syntax) field.ErrorList {
 	var errs field.ErrorList
+	var selector any
+	if c.StorageSelector != nil {
+		selector = c.StorageSelector
+	}
 	for _, t := range []struct {
 		key string
 		v   any
-	}{{"volumes", c.Pod.Volumes}, {"volume_mounts", c.Pod.VolumeMounts}, {"pod_connect_ip", c.PodConnectIP}} {
+	}{
+		{"volumes", c.Pod.Volumes}, {"volume_mounts", c.Pod.VolumeMounts}, {"pod_connect_ip", c.PodConnectIP},
+		{"init_containers", c.Pod.InitContainers}, {"extra_containers", c.Pod.ExtraContainers},
+		{"extra_pod_config", c.Pod.ExtraPodConfig}, {"service_account", c.Pod.ServiceAccount},
+		{"working_dir", c.Pod.WorkingDir}, {"storage_selector", selector},
+	} {
 		raw, err := json.Marshal(t.v)
 		if err != nil {
 			continue
@@ -236,6 +249,10 @@ func (c *Config) validateOptions() field.ErrorList {
 				errs = append(errs, field.Invalid(p, name, msg))
 			}
 		}
+		_, slerrs := renderSample("storage_extra_labels", c.StorageExtraLabels, f, syntax)
+		errs = append(errs, slerrs...)
+		_, saerrs := renderSample("storage_extra_annotations", c.StorageExtraAnnotations, f, syntax)
+		errs = append(errs, saerrs...)
 		errs = append(errs, checkTemplates(c, syntax)...)
 	}
 
@@ -247,6 +264,15 @@ func (c *Config) validateOptions() field.ErrorList {
 	}
 	if c.StorageClass != nil {
 		errs = append(errs, checkName("storage_class", *c.StorageClass, validation.IsDNS1123Subdomain)...)
+	}
+	// The claim's access modes, as ValidatePersistentVolumeClaimSpec
+	// checks them: at least one, each supported, ReadWriteOncePod alone.
+	if c.StoragePVCEnsure && c.StorageAccessModes != nil && len(c.StorageAccessModes) == 0 {
+		errs = append(errs, field.Required(field.NewPath("storage_access_modes"),
+			"storage_pvc_ensure makes a claim, and the API server refuses a claim without access modes (KubeSpawner sends [] as it is)"))
+	}
+	if slices.Contains(c.StorageAccessModes, corev1.ReadWriteOncePod) && len(c.StorageAccessModes) > 1 {
+		errs = append(errs, field.Forbidden(field.NewPath("storage_access_modes"), "may not use ReadWriteOncePod with other access modes"))
 	}
 	for i, m := range c.StorageAccessModes {
 		switch m {
@@ -432,6 +458,17 @@ func checkProfiles(profiles []Profile) field.ErrorList {
 	var errs field.ErrorList
 	slugs := map[string]bool{}
 	checkOverrides := func(p *field.Path, overrides map[string]any) {
+		// An unknown key in an override is set as a plain attribute by
+		// KubeSpawner's setattr and silently does nothing; it is
+		// refused here, at load, naming it, as an unknown top-level
+		// option is (rule unknown-option), whether or not a start ever
+		// chooses that profile.
+		for _, k := range slices.Sorted(maps.Keys(overrides)) {
+			if !isOptionKey(k) {
+				errs = append(errs, field.Invalid(p.Child("kubespawner_override").Key(k), k,
+					"unknown field "+strconv.Quote(k)+": not a KubeSpawner option (KubeSpawner would set it as a plain attribute, which does nothing)"))
+			}
+		}
 		if isJSONShaped(overrides) {
 			return
 		}
@@ -536,3 +573,25 @@ func quotaResourceName(name string) bool {
 	return strings.Contains(name, "/") || slices.Contains(standardQuotaResources, name) ||
 		strings.HasPrefix(name, "hugepages-") || strings.HasPrefix(name, "requests.hugepages-") || strings.HasPrefix(name, "limits.hugepages-")
 }
+
+// optionKeys are the option names LoadConfig accepts: Config's own
+// (its JSON names), the pod's, the hub's, environment, and the names
+// kubespawnerCompat renames or ignores.
+var optionKeys = func() map[string]bool {
+	m := map[string]bool{"environment": true}
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			m[name] = true
+		}
+	}
+	for _, list := range [][]string{hubOptions, podOptionKeys, slices.Collect(maps.Keys(deprecatedOptions)), slices.Collect(maps.Keys(noopOptions))} {
+		for _, k := range list {
+			m[k] = true
+		}
+	}
+	return m
+}()
+
+// isOptionKey reports whether k names an option LoadConfig accepts.
+func isOptionKey(k string) bool { return optionKeys[k] }
