@@ -187,8 +187,11 @@ func TestRestrictedProfilePassesPodSecurity(t *testing.T) {
 	}
 }
 
+// TestSecretTrustBundle: make_secret reads the files in text mode
+// (universal newlines) and strips the CA bundle of newlines at both ends
+// before the hub's CA.
 func TestSecretTrustBundle(t *testing.T) {
-	s, err := Secret(SecretSpec{Name: "jupyter-a", Key: []byte("K\r\n"), Cert: []byte("C\r"), CA: []byte("CA\n\n"), HubCA: []byte("HUB\n"),
+	s, err := Secret(SecretSpec{Name: "jupyter-a", Key: []byte("K\r\n"), Cert: []byte("C\r"), CA: []byte("\n\r\nCA\n\n"), HubCA: []byte("HUB\n"),
 		OwnerReferences: []metav1.OwnerReference{OwnerReference("jupyter-a", "uid-1")}})
 	if err != nil {
 		t.Fatal(err)

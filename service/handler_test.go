@@ -233,12 +233,12 @@ func TestSpawnPassesTheRequest(t *testing.T) {
 	ta := newTestAPI(t, time.Hour)
 	ta.do(t, "POST", "/v1/users/alice/servers/lab", `{
 		"user_options": {"profile": "gpu", "image": ["pangeo"], "image--unlisted-choice": ""},
-		"env": {"JUPYTERHUB_API_TOKEN": "t", "A_FIRST": "1", "M": ""},
+		"env": {"JUPYTERHUB_API_TOKEN": "t", "A_FIRST": "1", "M": "", "my.var-1": "relaxed"},
 		"cmd": ["jupyterhub-singleuser"], "args": ["--debug"], "user_id": 7, "hub_version": "5.3.0"}`)
 	ta.do(t, "POST", "/v1/users/bob/server", `{"cmd": []}`)
 	want := []spawnRequest{{
 		UserOptions: map[string]string{"profile": "gpu", "image": "pangeo", "image--unlisted-choice": ""},
-		Env:         []corev1.EnvVar{{Name: "A_FIRST", Value: "1"}, {Name: "JUPYTERHUB_API_TOKEN", Value: "t"}, {Name: "M"}},
+		Env:         []corev1.EnvVar{{Name: "A_FIRST", Value: "1"}, {Name: "JUPYTERHUB_API_TOKEN", Value: "t"}, {Name: "M"}, {Name: "my.var-1", Value: "relaxed"}},
 		Cmd:         []string{"jupyterhub-singleuser"}, Args: []string{"--debug"}, UserID: 7, HubVersion: "5.3.0",
 	}, {
 		UserOptions: map[string]string{}, Env: []corev1.EnvVar{},
@@ -280,6 +280,10 @@ func TestBadRequests(t *testing.T) {
 		{"rejected by the backend", "POST", "/v1/users/a/servers/x", `{"user_options": {"profile": "nope"}}`, [2]string{}, 400, reasonInvalidUserOptions},
 		{"env value a number", "POST", "/v1/users/a/server", `{"env": {"A": 1}}`, [2]string{}, 400, reasonBadRequest},
 		{"env empty name", "POST", "/v1/users/a/server", `{"env": {"": "x"}}`, [2]string{}, 400, reasonBadRequest},
+		// The API server's relaxed rule (Kubernetes 1.32 on): printable
+		// ASCII but '='.
+		{"env name with =", "POST", "/v1/users/a/server", `{"env": {"A=B": "x"}}`, [2]string{}, 400, reasonBadRequest},
+		{"env name with a tab", "POST", "/v1/users/a/server", `{"env": {"A\tB": "x"}}`, [2]string{}, 400, reasonBadRequest},
 		{"cmd a string", "POST", "/v1/users/a/server", `{"cmd": "jupyterhub-singleuser"}`, [2]string{}, 400, reasonBadRequest},
 		{"user_id a string", "POST", "/v1/users/a/server", `{"user_id": "7"}`, [2]string{}, 400, reasonBadRequest},
 		{"user_id a fraction", "POST", "/v1/users/a/servers/x", `{"user_id": 7.5}`, [2]string{}, 400, reasonBadRequest},
@@ -437,7 +441,10 @@ func TestProgressReplaysAndResumes(t *testing.T) {
 		{"/v1/users/alice/servers/lab/progress", "", []string{"1", "2", "3"}},
 		{"/v1/users/alice/server/progress", "2", []string{"3"}},
 		{"/v1/users/alice/servers/lab/progress", "1", []string{"2", "3"}},
-		{"/v1/users/alice/server/progress", "3", nil}, // all seen: ends at once
+		// All seen, or an id past the end: the final event again, never
+		// an empty stream.
+		{"/v1/users/alice/server/progress", "3", []string{"3"}},
+		{"/v1/users/alice/servers/lab/progress", "7", []string{"3"}},
 	} {
 		t.Run(c.path+"#"+c.lastID, func(t *testing.T) {
 			ta := newTestAPI(t, time.Hour)

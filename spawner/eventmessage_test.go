@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/naming"
 )
@@ -67,6 +68,23 @@ func TestProgressMessagesOperatorsShape(t *testing.T) {
 				if !ReportProgress(ctx, "Preparing your project volume") {
 					t.Error("ReportProgress found no start in ModifyPod's ctx")
 				}
+				return nil
+			},
+			// The scheduler's event and kwok's readiness race; the
+			// start shows the events it sees before the pod is ready.
+			// Wait (here, before the wait for readiness) until the API
+			// server has the Scheduled event, and the shared informer a
+			// moment to take it in, so that the test is of the rules,
+			// not of that race.
+			AfterPodCreated: func(ctx context.Context, _ *Spawner, pod *corev1.Pod) error {
+				for ctx.Err() == nil {
+					evs, err := cluster.Client.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(pod.UID) + ",reason=Scheduled"})
+					if err == nil && len(evs.Items) > 0 {
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				time.Sleep(300 * time.Millisecond)
 				return nil
 			},
 			EventMessage: func(_ *Spawner, ev *corev1.Event, message string) (string, bool) {

@@ -90,8 +90,10 @@ func checkName(key, name string, check func(string) []string) field.ErrorList {
 }
 
 // checkImage checks what the API server checks of an image reference
-// (set, no surrounding whitespace) and that it holds no whitespace or
-// control characters, which no registry accepts.
+// (ValidatePodSpec's validateContainerCommon: set, no surrounding
+// whitespace) and that it holds no whitespace or control characters
+// inside, which the API server accepts but no registry can serve (the
+// config vectors' rule image-never-pullable).
 func checkImage(image string) field.ErrorList {
 	p := field.NewPath("image")
 	if image == "" {
@@ -207,13 +209,18 @@ func (c *Config) validateOptions() field.ErrorList {
 	} else if _, err := naming.New(nopts); err != nil {
 		errs = append(errs, field.Invalid(field.NewPath("naming"), "", err.Error()))
 	}
+	// ValidateNamespaceName (a DNS-1123 label).
 	errs = append(errs, checkName("namespace", c.Namespace, validation.IsDNS1123Label)...)
+	// The pod's labels (ValidateObjectMeta: ValidateLabels).
 	for _, msg := range validation.IsValidLabelValue(c.ComponentLabel) {
 		errs = append(errs, field.Invalid(field.NewPath("component_label"), c.ComponentLabel, msg))
 	}
 	errs = append(errs, metav1validation.ValidateLabels(c.CommonLabels, field.NewPath("common_labels"))...)
-	errs = append(errs, metav1validation.ValidateLabels(literalValues(c.StorageExtraLabels), field.NewPath("storage_extra_labels"))...)
-	errs = append(errs, apivalidation.ValidateAnnotations(literalValues(c.StorageExtraAnnotations), field.NewPath("storage_extra_annotations"))...)
+	if c.StoragePVCEnsure {
+		// The claim's (ValidateObjectMeta), when a claim is made.
+		errs = append(errs, metav1validation.ValidateLabels(literalValues(c.StorageExtraLabels), field.NewPath("storage_extra_labels"))...)
+		errs = append(errs, apivalidation.ValidateAnnotations(literalValues(c.StorageExtraAnnotations), field.NewPath("storage_extra_annotations"))...)
+	}
 
 	// Templated values are checked rendered, by Plan (checkRendered):
 	// here their keys, which are not templates, the values that are
@@ -227,10 +234,13 @@ func (c *Config) validateOptions() field.ErrorList {
 		errs = append(errs, apivalidation.ValidateAnnotations(literalValues(c.ExtraAnnotations), field.NewPath("extra_annotations"))...)
 		_, nlerrs := renderSample("user_namespace_labels", c.UserNamespaceLabels, f, syntax)
 		errs = append(errs, nlerrs...)
-		errs = append(errs, metav1validation.ValidateLabels(literalValues(c.UserNamespaceLabels), field.NewPath("user_namespace_labels"))...)
 		_, naerrs := renderSample("user_namespace_annotations", c.UserNamespaceAnnotations, f, syntax)
 		errs = append(errs, naerrs...)
-		errs = append(errs, apivalidation.ValidateAnnotations(literalValues(c.UserNamespaceAnnotations), field.NewPath("user_namespace_annotations"))...)
+		if c.EnableUserNamespaces {
+			// The user namespace's (ValidateObjectMeta), when one is made.
+			errs = append(errs, metav1validation.ValidateLabels(literalValues(c.UserNamespaceLabels), field.NewPath("user_namespace_labels"))...)
+			errs = append(errs, apivalidation.ValidateAnnotations(literalValues(c.UserNamespaceAnnotations), field.NewPath("user_namespace_annotations"))...)
+		}
 		_, eerrs := renderSample("environment", c.Environment, f, syntax)
 		errs = append(errs, eerrs...)
 		for _, e := range c.environmentEntries() {
@@ -256,47 +266,30 @@ func (c *Config) validateOptions() field.ErrorList {
 		errs = append(errs, checkTemplates(c, syntax)...)
 	}
 
-	// Storage.
-	qerrs, _ := checkQuantity(field.NewPath("storage_capacity"), c.StorageCapacity)
-	errs = append(errs, qerrs...)
-	if c.StoragePVCEnsure && c.StorageCapacity.IsZero() {
-		errs = append(errs, field.Required(field.NewPath("storage_capacity"), "storage_pvc_ensure needs a capacity"))
+	// Storage: the claim's spec, when storage_pvc_ensure makes one
+	// (ValidatePersistentVolumeClaimSpec); without a claim these options
+	// render nothing, as in KubeSpawner.
+	if c.StoragePVCEnsure {
+		errs = append(errs, c.checkClaim()...)
 	}
-	if c.StorageClass != nil {
-		errs = append(errs, checkName("storage_class", *c.StorageClass, validation.IsDNS1123Subdomain)...)
-	}
-	// The claim's access modes, as ValidatePersistentVolumeClaimSpec
-	// checks them: at least one, each supported, ReadWriteOncePod alone.
-	if c.StoragePVCEnsure && c.StorageAccessModes != nil && len(c.StorageAccessModes) == 0 {
-		errs = append(errs, field.Required(field.NewPath("storage_access_modes"),
-			"storage_pvc_ensure makes a claim, and the API server refuses a claim without access modes (KubeSpawner sends [] as it is)"))
-	}
-	if slices.Contains(c.StorageAccessModes, corev1.ReadWriteOncePod) && len(c.StorageAccessModes) > 1 {
-		errs = append(errs, field.Forbidden(field.NewPath("storage_access_modes"), "may not use ReadWriteOncePod with other access modes"))
-	}
-	for i, m := range c.StorageAccessModes {
-		switch m {
-		case corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany, corev1.ReadWriteOncePod:
-		default:
-			errs = append(errs, field.NotSupported(field.NewPath("storage_access_modes").Index(i), m,
-				[]corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany, corev1.ReadWriteOncePod}))
-		}
-	}
-	if sel, _ := json.Marshal(c.StorageSelector); c.StorageSelector != nil && !isTemplate(string(sel)) {
-		// A templated selector is checked rendered, by Plan.
-		errs = append(errs, metav1validation.ValidateLabelSelector(c.StorageSelector, metav1validation.LabelSelectorValidationOptions{}, field.NewPath("storage_selector"))...)
-	}
+	// Not an API server check: the API server accepts a relative
+	// mountPath, but the container runtime refuses to start such a
+	// container; KubeSpawner uses secret_mount_path with internal SSL only.
 	if c.SecretMountPath != "" && !path.IsAbs(c.SecretMountPath) {
 		errs = append(errs, field.Invalid(field.NewPath("secret_mount_path"), c.SecretMountPath, "must be an absolute path"))
 	}
 
 	// Pod options the manifest builder would reject only at start.
 	if !isTemplate(c.Pod.ServiceAccount) {
-		// A templated service account is checked rendered, by Plan.
+		// ValidatePodSpec: ValidateServiceAccountName (a DNS-1123
+		// subdomain). A templated one is checked rendered, by Plan.
 		errs = append(errs, checkName("service_account", c.Pod.ServiceAccount, validation.IsDNS1123Subdomain)...)
 	}
+	// ValidatePodSpec: ValidatePriorityClassName (a DNS-1123 subdomain);
+	// the Priority admission plugin refuses it first (no such class).
 	errs = append(errs, checkName("priority_class_name", c.Pod.PriorityClassName, validation.IsDNS1123Subdomain)...)
-	errs = append(errs, checkName("scheduler_name", c.Pod.SchedulerName, validation.IsDNS1123Subdomain)...)
+	// scheduler_name is not checked: the API server accepts any name
+	// (a scheduler's name is whatever its configuration says).
 	// image_pull_secrets are not checked: the API server does not
 	// validate imagePullSecrets names (a secret that cannot exist is
 	// skipped by the kubelet with an event).
@@ -595,3 +588,43 @@ var optionKeys = func() map[string]bool {
 
 // isOptionKey reports whether k names an option LoadConfig accepts.
 func isOptionKey(k string) bool { return optionKeys[k] }
+
+// checkClaim checks the claim storage_pvc_ensure makes as the API server
+// does: a positive storage request (ValidatePersistentVolumeClaimSpec:
+// ValidateResourceQuantityValue, and a request is required), a storage
+// class name that is a DNS-1123 subdomain (ValidateClassName), access
+// modes (at least one, each supported, ReadWriteOncePod alone) and the
+// selector (ValidateLabelSelector).
+func (c *Config) checkClaim() field.ErrorList {
+	var errs field.ErrorList
+	qerrs, _ := checkQuantity(field.NewPath("storage_capacity"), c.StorageCapacity)
+	errs = append(errs, qerrs...)
+	if c.StorageCapacity.IsZero() {
+		errs = append(errs, field.Required(field.NewPath("storage_capacity"), "storage_pvc_ensure needs a capacity"))
+	}
+	if c.StorageClass != nil {
+		errs = append(errs, checkName("storage_class", *c.StorageClass, validation.IsDNS1123Subdomain)...)
+	}
+	// The claim's access modes, as ValidatePersistentVolumeClaimSpec
+	// checks them: at least one, each supported, ReadWriteOncePod alone.
+	if c.StorageAccessModes != nil && len(c.StorageAccessModes) == 0 {
+		errs = append(errs, field.Required(field.NewPath("storage_access_modes"),
+			"storage_pvc_ensure makes a claim, and the API server refuses a claim without access modes (KubeSpawner sends [] as it is)"))
+	}
+	if slices.Contains(c.StorageAccessModes, corev1.ReadWriteOncePod) && len(c.StorageAccessModes) > 1 {
+		errs = append(errs, field.Forbidden(field.NewPath("storage_access_modes"), "may not use ReadWriteOncePod with other access modes"))
+	}
+	for i, m := range c.StorageAccessModes {
+		switch m {
+		case corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany, corev1.ReadWriteOncePod:
+		default:
+			errs = append(errs, field.NotSupported(field.NewPath("storage_access_modes").Index(i), m,
+				[]corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany, corev1.ReadWriteOncePod}))
+		}
+	}
+	if sel, _ := json.Marshal(c.StorageSelector); c.StorageSelector != nil && !isTemplate(string(sel)) {
+		// A templated selector is checked rendered, by Plan.
+		errs = append(errs, metav1validation.ValidateLabelSelector(c.StorageSelector, metav1validation.LabelSelectorValidationOptions{}, field.NewPath("storage_selector"))...)
+	}
+	return errs
+}
