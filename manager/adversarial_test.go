@@ -573,8 +573,10 @@ profile_list:
 		t.Fatal(err)
 	}
 
-	// A 2 MiB environment: the API server refuses the pod; Start fails
-	// cleanly with a StartError and leaves nothing.
+	// A 2 MiB environment variable: over spawnkit's bound
+	// (MaxEnvValueBytes), refused while planning, before anything is
+	// created (the API server would refuse the pod); Start fails cleanly
+	// with a StartError naming the bound and leaves nothing.
 	hcfg := baseConfig(ns)
 	hcfg.K8sAPIRequestRetryTimeout = 5
 	huge := newSpawner(t, naming.Server{Username: "adv-huge"}, hcfg)
@@ -583,8 +585,9 @@ profile_list:
 	begin := time.Now()
 	_, err = huge.Start(ctx, opts)
 	var se *spawner.StartError
-	if !errors.As(err, &se) || se.Step != spawner.StepPod {
-		t.Errorf("Start with a 2 MiB env = %v; want a StartError at the pod step", err)
+	var le *spawner.LimitError
+	if !errors.As(err, &se) || se.Step != spawner.StepPlan || !errors.As(err, &le) || le.Limit != "MaxEnvValueBytes" {
+		t.Errorf("Start with a 2 MiB env = %v; want a StartError at the plan step with a LimitError of MaxEnvValueBytes", err)
 	}
 	t.Logf("huge env: failed after %s: %v", time.Since(begin).Round(time.Millisecond), err)
 	if _, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, huge.State().PodName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {

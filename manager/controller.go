@@ -10,7 +10,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/spawnkit/spawnkit/internal/leader"
@@ -48,11 +47,11 @@ func (m *Manager) Start(ctx context.Context) error {
 			return fmt.Errorf("manager: %w", err)
 		}
 	}
-	ns := m.cfg.Namespace
-	if m.cfg.EnableUserNamespaces {
-		ns = metav1.NamespaceAll
-	}
-	pods, err := m.opts.Registry.Pods(ctx, ns)
+	// Every namespace a server can be in, the profiles' included, so
+	// that recovery finds, and Stop reaches, a server a profile put
+	// elsewhere.
+	namespaces, all, _ := m.factory.Namespaces()
+	pods, err := acquirePods(ctx, m.opts.Registry, watchedNamespaces(namespaces, all))
 	if err != nil {
 		close(m.ready)
 		return err
@@ -155,6 +154,11 @@ func (m *Manager) podChanged(pod *reflector.Pod, deleted bool) {
 	user, ok := pod.Annotations.Lookup(naming.AnnotationUsername)
 	if !ok || !m.manages(pod) {
 		return
+	}
+	if deleted {
+		m.untrustedMu.Lock()
+		delete(m.untrustedSeen, pod.UID)
+		m.untrustedMu.Unlock()
 	}
 	key := serverKey{user, pod.Annotations.Get(naming.AnnotationServername)}
 	m.mu.Lock()
@@ -259,25 +263,62 @@ func kubeSpawnerState(pod *reflector.Pod) spawner.State {
 	return st
 }
 
-// findPod finds a server's pod in the cache by its owner annotations.
+// findPod finds a server's pod in the cache by its owner annotations,
+// among the pods where the configuration puts it (trusted): a pod
+// elsewhere that claims the server is reported, and never hides the
+// server's own.
 func (m *Manager) findPod(ctx context.Context, key serverKey) (*reflector.Pod, error) {
-	list, err := m.pods.List(ctx, metav1.NamespaceAll)
+	list, err := m.pods.List(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range list {
 		if user, ok := p.Annotations.Lookup(naming.AnnotationUsername); ok && user == key.user &&
-			p.Annotations.Get(naming.AnnotationServername) == key.server && m.manages(p) && p.DeletionTimestamp == nil {
+			p.Annotations.Get(naming.AnnotationServername) == key.server && m.manages(p) && p.DeletionTimestamp == nil &&
+			m.trusted(p) {
 			return p, nil
 		}
 	}
 	return nil, nil
 }
 
+// trusted reports whether a pod that claims a server (its owner
+// annotations) is where the configuration puts that server's pod
+// (spawner.Factory.CheckPlacement): ownership is (namespace, user,
+// server), because anyone who can create a pod in some namespace can
+// write any annotations on it. A pod that is not is never adopted; it is
+// counted and logged once (by UID), naming it.
+func (m *Manager) trusted(pod *reflector.Pod) bool {
+	srv := naming.Server{Username: pod.Annotations.Get(naming.AnnotationUsername), Servername: pod.Annotations.Get(naming.AnnotationServername)}
+	err := m.factory.CheckPlacement(srv, pod.Namespace, pod.Name)
+	if err == nil {
+		return true
+	}
+	m.untrustedMu.Lock()
+	_, seen := m.untrustedSeen[pod.UID]
+	if !seen {
+		if len(m.untrustedSeen) >= maxUntrustedSeen {
+			clear(m.untrustedSeen) // a flood of planted pods is reported again, never held forever
+		}
+		m.untrustedSeen[pod.UID] = struct{}{}
+	}
+	m.untrustedMu.Unlock()
+	if seen {
+		return false
+	}
+	m.metrics.untrusted.Inc()
+	m.mu.Lock()
+	log := m.log
+	m.mu.Unlock()
+	log.Info("ignoring a pod that claims a server but is not where its configuration puts it",
+		"pod", pod.Namespace+"/"+pod.Name, "uid", string(pod.UID), "user", srv.Username, "server", srv.Servername, "reason", err.Error())
+	return false
+}
+
 // recover adopts every server recorded on a pod in the cache, then the
 // seeded servers without a pod.
 func (m *Manager) recover(ctx context.Context, log logr.Logger) {
-	list, err := m.pods.List(ctx, metav1.NamespaceAll)
+	list, err := m.pods.List(ctx)
 	if err != nil {
 		log.Error(err, "listing cached pods for recovery")
 	}
@@ -285,7 +326,7 @@ func (m *Manager) recover(ctx context.Context, log logr.Logger) {
 		if !m.manages(pod) || pod.DeletionTimestamp != nil {
 			continue
 		}
-		if !pod.Annotations.Has(naming.AnnotationUsername) {
+		if !pod.Annotations.Has(naming.AnnotationUsername) || !m.trusted(pod) {
 			continue
 		}
 		if err := m.adopt(ctx, pod); err != nil {
@@ -469,7 +510,7 @@ func (m *Manager) resync(ctx context.Context) {
 		}
 		m.queue.Add(e.key)
 	}
-	if pods, err := m.pods.List(ctx, metav1.NamespaceAll); err == nil {
+	if pods, err := m.pods.List(ctx); err == nil {
 		for _, p := range pods {
 			m.podChanged(p, false)
 		}

@@ -76,7 +76,7 @@ func TestSettledOnlyOnTheReadyVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pods.Release()
-	m := &Manager{pods: pods}
+	m := &Manager{pods: &podSet{handles: []*reflector.Pods{pods}}}
 	if e := (&entry{}); m.settledLocked(ctx, e, newSpawner(t, naming.Server{Username: "never-started"}, baseConfig(ns))) {
 		t.Error("a Spawner that never started: settled")
 	}

@@ -43,6 +43,13 @@
 //
 // Start recovers every server from the State its pod records (and seeded
 // servers without a pod as stopped), resuming starts found in flight.
+// It watches every namespace a server can be in: the configured one and
+// each a profile names (all, with enable_user_namespaces), so a server a
+// profile put elsewhere is recovered and stopped after a restart. Only a
+// pod where the configuration puts its server is believed (see the
+// spawner package's trust model): a pod elsewhere claiming a server is
+// ignored, logged and counted (spawnkit_manager_untrusted_pods_total),
+// and New refuses a profile option that lets users type the namespace.
 // When Start's ctx ends, starts in flight are cancelled with ErrShutdown,
 // which wraps spawner.ErrDetach: no pod is deleted, and the next Manager
 // resumes them; a start accepted whose pod does not exist yet first
@@ -67,8 +74,9 @@
 // Options.Registerer the Manager exports
 // spawnkit_manager_spawn_duration_seconds{kind,outcome},
 // spawnkit_manager_failures_total{reason}, spawnkit_manager_servers{phase},
-// spawnkit_manager_spawns_in_flight and
-// spawnkit_manager_queue_depth{queue="reconcile"|"start"}.
+// spawnkit_manager_spawns_in_flight,
+// spawnkit_manager_queue_depth{queue="reconcile"|"start"} and
+// spawnkit_manager_untrusted_pods_total.
 //
 // A Manager is safe for concurrent use; Start runs once.
 package manager

@@ -23,9 +23,10 @@ const (
 var (
 	// ErrNotFound: the Manager knows no such server.
 	ErrNotFound = errors.New("manager: no such server")
-	// ErrBusy: the server is stopping (or, for Spawn, being deleted by
-	// DeleteForever); try again when it has stopped.
-	ErrBusy = errors.New("manager: the server is busy stopping or being deleted")
+	// ErrBusy: the server is doing something that excludes the call
+	// (Spawn of a server stopping or being deleted, DeleteForever of one
+	// not stopped); the error's text says what. Try again once it is done.
+	ErrBusy = errors.New("manager: the server is busy")
 	// ErrNotRunning: the Manager is not running (Start has not been
 	// called, or has returned).
 	ErrNotRunning = errors.New("manager: the manager is not running (call Start)")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -109,6 +110,10 @@ type Manager struct {
 	reconciles atomic.Int64
 	// resyncs counts the resync passes (tests wait for them).
 	resyncs atomic.Int64
+	// untrustedSeen are the UIDs of pods already reported as claiming a
+	// server where its configuration does not put it (trusted).
+	untrustedMu   sync.Mutex
+	untrustedSeen map[types.UID]struct{}
 
 	mu      sync.Mutex // guards the fields below, up to ready
 	servers map[serverKey]*entry
@@ -127,7 +132,7 @@ type Manager struct {
 	opsDone  sync.WaitGroup
 	watchers map[*watcher]struct{}
 	queue    workqueue.TypedRateLimitingInterface[serverKey]
-	pods     *reflector.Pods
+	pods     *podSet
 	// log is Start's logger (from its ctx), with "manager" as its name.
 	log logr.Logger
 
@@ -211,6 +216,9 @@ func (op *operation) isCreated() bool {
 	}
 }
 
+// maxUntrustedSeen bounds the pods remembered as reported untrusted.
+const maxUntrustedSeen = 10000
+
 // New creates a Manager; Start runs it. The configuration is checked
 // here, once, for every server the Manager will run, and so is
 // LeaderElection.
@@ -220,8 +228,12 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, _, open := f.Namespaces(); open != "" {
+		return nil, fmt.Errorf("manager: %s lets the user type the namespace (\"{value}\" in its namespace override): the Manager can neither watch nor trust a namespace it cannot list in advance", open)
+	}
 	m := &Manager{opts: opts, factory: f, cfg: f.Config(), servers: map[serverKey]*entry{}, ops: map[*operation]struct{}{},
-		watchers: map[*watcher]struct{}{}, ready: make(chan struct{}), log: logr.Discard()}
+		untrustedSeen: map[types.UID]struct{}{},
+		watchers:      map[*watcher]struct{}{}, ready: make(chan struct{}), log: logr.Discard()}
 	if opts.LeaderElection != nil {
 		if m.lease, err = opts.LeaderElection.config(opts.Client, m.cfg.Namespace, m.observeLease); err != nil {
 			return nil, err

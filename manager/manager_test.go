@@ -824,7 +824,8 @@ func TestManagerSpawnCostsNoReconcile(t *testing.T) {
 	// pod changes in order, and the marker is an unknown server's pod,
 	// which is reconciled (adopted).
 	marker := naming.Server{Username: "no-reconcile-marker"}
-	if _, err := cluster.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "jupyter-marker",
+	markerPod := newSpawner(t, marker, baseConfig(ns)).State().PodName // where the Manager trusts it
+	if _, err := cluster.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: markerPod,
 		Labels:      map[string]string{naming.LabelComponent: naming.DefaultComponent, naming.LabelManagedBy: naming.ManagedBySpawnkit},
 		Annotations: map[string]string{naming.AnnotationUsername: marker.Username}},
 		Spec: corev1.PodSpec{NodeName: "spawnkit-no-kubelet", Containers: []corev1.Container{{Name: "notebook", Image: "i"}}}}, metav1.CreateOptions{}); err != nil {

@@ -17,12 +17,14 @@ import (
 //	spawnkit_manager_servers{phase}                         servers by phase
 //	spawnkit_manager_spawns_in_flight                       starts running or queued
 //	spawnkit_manager_queue_depth{queue}                     "reconcile": the workqueue; "start": starts waiting for a slot
+//	spawnkit_manager_untrusted_pods_total                   pods that claim a server where its configuration does not put it (ignored)
 type metrics struct {
 	m              *Manager
 	starts         *prometheus.CounterVec
 	spawnDuration  *prometheus.HistogramVec
 	failures       *prometheus.CounterVec
 	spawnsInFlight prometheus.Gauge
+	untrusted      prometheus.Counter
 	servers        *prometheus.Desc
 	queueDepth     *prometheus.Desc
 }
@@ -47,6 +49,10 @@ func newMetrics(m *Manager) *metrics {
 			Name: "spawnkit_manager_spawns_in_flight",
 			Help: "Starts running or waiting for a start slot.",
 		}),
+		untrusted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spawnkit_manager_untrusted_pods_total",
+			Help: "Pods ignored because they claim a server (owner annotations) outside the namespace or under another name than its configuration gives it; each counted once.",
+		}),
 		servers:    prometheus.NewDesc("spawnkit_manager_servers", "Managed servers by phase.", []string{"phase"}, nil),
 		queueDepth: prometheus.NewDesc("spawnkit_manager_queue_depth", "Items waiting: the reconcile workqueue, and starts waiting for a slot.", []string{"queue"}, nil),
 	}
@@ -54,7 +60,7 @@ func newMetrics(m *Manager) *metrics {
 
 func (mm *metrics) register(r prometheus.Registerer) error {
 	var errs []error
-	for _, c := range []prometheus.Collector{mm.starts, mm.spawnDuration, mm.failures, mm.spawnsInFlight, mm} {
+	for _, c := range []prometheus.Collector{mm.starts, mm.spawnDuration, mm.failures, mm.spawnsInFlight, mm.untrusted, mm} {
 		errs = append(errs, r.Register(c))
 	}
 	return errors.Join(errs...)

@@ -251,7 +251,7 @@ func (m *Manager) settledLocked(ctx context.Context, e *entry, sp *spawner.Spawn
 	// Operations begin only once the Manager is ready (its informer has
 	// synced), so this read never waits under e.mu; the operation's
 	// context has ended by now, its values are all it gives.
-	pod, ok, err := m.pods.GetByKey(context.WithoutCancel(ctx), reflector.PodKey(ready.Namespace, ready.Name))
+	pod, ok, err := m.pods.GetByKey(context.WithoutCancel(ctx), ready.Namespace, reflector.PodKey(ready.Namespace, ready.Name))
 	if err != nil || !ok || pod.UID != ready.UID || pod.ResourceVersion != ready.ResourceVersion {
 		return false
 	}

@@ -78,7 +78,8 @@ func (m *Manager) Stop(ctx context.Context, s naming.Server, opts spawner.StopOp
 }
 
 // DeleteForever deletes a stopped server's claim (see
-// spawner.Spawner.DeleteForever) and forgets the server. A server that
+// spawner.Spawner.DeleteForever), waits until it is gone, and forgets the
+// server: once it returns nil, Status is ErrNotFound. A server that
 // is not stopped or failed is ErrBusy. A server the Manager does not know
 // (forgotten after Retention, as a hub's user deleted weeks after their
 // last stop is) is not ErrNotFound: its claim, named by the
@@ -97,8 +98,12 @@ func (m *Manager) DeleteForever(ctx context.Context, s naming.Server) error {
 		return err
 	}
 	if p := e.status.Phase; p != PhaseStopped && p != PhaseFailed || e.op != nil {
+		doing := string(p)
+		if e.op != nil && e.op.kind == opDelete {
+			doing = "being deleted"
+		}
 		e.mu.Unlock()
-		return fmt.Errorf("%w: stop server %q of user %q before deleting it", ErrBusy, s.Servername, s.Username)
+		return fmt.Errorf("%w: server %q of user %q is %s: stop it, and let the stop end, before deleting it", ErrBusy, s.Servername, s.Username, doing)
 	}
 	// The deletion is an operation: a Spawn meanwhile is ErrBusy rather
 	// than a start whose claim is deleted under it, or whose Spawner is

@@ -135,7 +135,13 @@
 // WatchErrors and Healthy (synced, and the latest list or watch call
 // succeeded); WatchErrors counts each failed call or failure client-go
 // reports once. While the API server is unreachable reads keep answering
-// from the last state; Healthy says it may be stale. A refusal
+// from the last state; Healthy says it may be stale. A connection that
+// stops forwarding without closing (a lost NAT entry) is found by an
+// HTTP/2 health check within 10 s (DetectStalls, which New applies to
+// Options.Config; client-go's own check takes 45 s): the broken watch is
+// counted in Status, and client-go watches again on a new connection from
+// the resourceVersion it had, so no change is lost. A Registry built on a
+// caller's Client has that client's checks. A refusal
 // (Forbidden or Unauthorized: an RBAC verb missing) is kept in
 // Status.Denied until a call of the refused kind succeeds, so a Role
 // without watch, under which lists between refused watches keep the

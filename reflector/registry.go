@@ -130,11 +130,13 @@ func New(opts Options) (*Registry, error) {
 		if opts.Config == nil {
 			return nil, errors.New("reflector: Options needs a Client or a Config")
 		}
-		cfg := rest.CopyConfig(opts.Config)
+		cfg, err := DetectStalls(opts.Config)
+		if err != nil {
+			return nil, err
+		}
 		if cfg.QPS == 0 && cfg.Burst == 0 {
 			cfg.QPS, cfg.Burst = 50, 100
 		}
-		var err error
 		if client, err = kubernetes.NewForConfig(cfg); err != nil {
 			return nil, fmt.Errorf("reflector: building a client: %w", err)
 		}
@@ -305,7 +307,7 @@ func (r *Registry) newInformer(key Key, h *health) cache.SharedIndexInformer {
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector, o.FieldSelector = key.LabelSelector, key.FieldSelector
-			w, err := watchFn(ctx, o)
+			w, err := watchFn(withWatchHealth(ctx, h), o)
 			h.attempt(callWatch, err)
 			return w, err
 		},

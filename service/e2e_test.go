@@ -659,3 +659,60 @@ func serveForTest(ctx context.Context, ln net.Listener, m *manager.Manager, h ht
 	})
 	return g.Wait()
 }
+
+// TestE2EBoundedInput: input beyond spawnkit's bounds, or that would make
+// the pod's final annotations (the state record holds every user option)
+// invalid, is a 400 InvalidUserOptions naming the bound, before anything
+// is created; the attack suite's 30,000 user options (379 KB) was a 202
+// whose start then failed at the pod's create.
+func TestE2EBoundedInput(t *testing.T) {
+	e := newE2E(t)
+	pods := e.watchPods(t)
+	s := e.startService(t)
+	options := func(n, size int) string {
+		var b strings.Builder
+		b.WriteString(`{"user_options": {`)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `"o%d": %q`, i, strings.Repeat("v", size))
+		}
+		b.WriteString(`}}`)
+		return b.String()
+	}
+	env := func(n int) string {
+		var b strings.Builder
+		b.WriteString(`{"env": {`)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `"V%d": "x"`, i)
+		}
+		b.WriteString(`}}`)
+		return b.String()
+	}
+	for _, c := range []struct {
+		name, body, limit string
+	}{
+		{"30,000 user options", options(30000, 1), "MaxUserOptions"},
+		{"one user option of 5,000 bytes", options(1, 5000), "MaxUserOptionValueBytes"},
+		{"600 environment variables", env(600), "MaxEnv"},
+		{"64 options of 4,000 bytes: the state record", options(60, 4000), "MaxStateBytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, data := s.do(t, "POST", "/v1/users/bounded/server", c.body)
+			wantError(t, resp, data, http.StatusBadRequest, reasonInvalidUserOptions)
+			if !strings.Contains(string(data), c.limit) {
+				t.Errorf("the error %s does not name %s", data, c.limit)
+			}
+		})
+	}
+	time.Sleep(500 * time.Millisecond) // a pod created anyway would show by now
+	if uids, _ := pods.seen(); len(uids) != 0 {
+		t.Errorf("refused starts left %d pods", len(uids))
+	}
+	// Within the bounds it starts.
+	s.status(t, "POST", "/v1/users/bounded/server", options(8, 100), http.StatusAccepted)
+}

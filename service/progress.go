@@ -12,7 +12,8 @@ import (
 // progress streams a server's progress as server-sent events: each event
 // has id (its 1-based index in the operation), event (progress, ready,
 // failed or stopped) and data (the progressEvent as JSON). A
-// Last-Event-ID header resumes after that event. A comment line is sent
+// Last-Event-ID header resumes after that event (one at or past the end
+// gets the final event again). A comment line is sent
 // every keepalive while nothing happens, and the stream ends after the
 // final event (or when the client goes away).
 func (a *api) progress(w http.ResponseWriter, r *http.Request) error {
@@ -56,7 +57,10 @@ func (a *api) progress(w http.ResponseWriter, r *http.Request) error {
 				e, got = ev, true
 			}
 		}
-		if id > after {
+		// The final event is sent even to a client that says it has seen
+		// it (a Last-Event-ID at or past the end): a stream always ends
+		// with the outcome, never empty.
+		if id > after || e.final() {
 			data, _ := json.Marshal(e) // plain fields: cannot fail
 			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", id, e.kind(), data); err != nil {
 				return nil

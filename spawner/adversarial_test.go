@@ -286,10 +286,8 @@ func TestAdvStartAfterDeleteForeverNeverMountsADyingClaim(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteForever(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// The finalizer goes in two seconds, as a slow storage driver's would.
+	// The finalizer goes in two seconds, as a slow storage driver's
+	// would; DeleteForever waits for the claim to be gone.
 	released := make(chan struct{})
 	go func() {
 		defer close(released)
@@ -306,6 +304,14 @@ func TestAdvStartAfterDeleteForeverNeverMountsADyingClaim(t *testing.T) {
 		}
 	}()
 	t.Cleanup(func() { <-released })
+	if err := s.DeleteForever(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-released:
+	default:
+		t.Error("DeleteForever returned while the claim was still held by its finalizer")
+	}
 	if _, err := s.Start(ctx, hubStart()); err != nil {
 		t.Fatalf("Start after DeleteForever: %v", err)
 	}

@@ -36,6 +36,13 @@ type Config struct {
 	// ProfileListFunc, when set, builds the profile list per start (a
 	// dynamic profile_list); it wins over ProfileList.
 	ProfileListFunc func(ctx context.Context) ([]Profile, error) `json:"-"`
+	// ProfileNamespaces, with ProfileListFunc, are the namespaces its
+	// profiles may put a server in besides Namespace (a namespace
+	// override): a Go-built list is known only per start, so it declares
+	// them here, and a start whose profile names another namespace is
+	// refused. Servers are trusted only in these namespaces (see
+	// Factory.CheckPlacement), and the Manager watches them.
+	ProfileNamespaces []string `json:"-"`
 	// source holds the option values Resolve merges profile overrides
 	// into: as loaded, or, for a Config built in Go with a profile list,
 	// as its fields held them before withDefaults filled the defaults

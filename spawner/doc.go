@@ -89,6 +89,29 @@
 // KubeSpawner or by hand) are reused, so a migrating hub keeps its users'
 // homes; pods, secrets and services without them are never deleted.
 //
+// # Trust model
+//
+// Owner annotations say whose an object is, but anyone who can create a
+// pod in some namespace can write any annotations on it, spawnkit's
+// state record included. So a server's ownership is (namespace, user,
+// server): a pod found in the cluster is that server's only under the
+// name pod_name_template gives it, in the namespace its configuration
+// puts it (namespace, or the user's own with enable_user_namespaces) or
+// one a profile names (a kubespawner_override "namespace"; with
+// ProfileListFunc, those Config.ProfileNamespaces declares, and a start
+// whose profile names another is refused). Factory.CheckPlacement is the
+// check; the manager applies it to every pod it recovers or adopts and
+// ignores, logs and counts a pod elsewhere that claims a server, so a pod
+// planted in another tenant's namespace never receives a user's traffic.
+// What spawnkit then believes: whoever can create pods in one of those
+// namespaces (the hub's, the users', the profiles') is trusted as much
+// as the hub itself, since such a pod, under the server's name, is the
+// server; keep create rights there to the hub's service account. A state
+// a hub gives (LoadState, its database) is trusted: it is the hub's own.
+// An unlisted choice that lets the user type the namespace ("{value}" in
+// its namespace override) cannot be trusted or watched in advance, and
+// the manager refuses such a configuration.
+//
 // # Cancellation and concurrency
 //
 // A Spawner is safe for concurrent use. Start, Resume, Stop and

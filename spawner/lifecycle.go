@@ -301,7 +301,9 @@ func (s *Spawner) stop(ctx context.Context, opts StopOptions) error {
 // deleted. A claim of another server is a *CollisionError; a claim
 // without owner annotations (KubeSpawner's) is deleted only when this
 // server's State records it. Call it after Stop, when the hub deletes the
-// server. It waits for an operation in flight.
+// server. It waits for an operation in flight, and returns once the claim
+// is gone (a claim a pod still mounts stays terminating: then the error,
+// when ctx ends, says so, and the deletion stays requested).
 func (s *Spawner) DeleteForever(ctx context.Context) error {
 	if err := s.acquire(ctx); err != nil {
 		return err
@@ -338,7 +340,42 @@ func (s *Spawner) DeleteForever(ctx context.Context) error {
 	if err := s.deleteClaim(ctx, st.Namespace, name, claim.UID); err != nil {
 		return fmt.Errorf("spawner: deleting claim %s/%s: %w", st.Namespace, name, err)
 	}
-	return nil
+	return s.waitClaimGone(ctx, st.Namespace, name, claim.UID)
+}
+
+// waitClaimGone waits, bounded by ctx, until the claim of uid is gone:
+// the pvc-protection finalizer keeps a deleted claim while a pod still
+// uses it, and a hub that deletes a user and recreates them must not meet
+// the old claim, terminating, under the new server's name. It reads the
+// claim at most every second (one GET each; deletion usually takes one).
+func (s *Spawner) waitClaimGone(ctx context.Context, ns, name string, uid types.UID) error {
+	delay := 50 * time.Millisecond
+	for {
+		var c *corev1.PersistentVolumeClaim
+		err := s.call(ctx, func(ctx context.Context) error {
+			var err error
+			c, err = s.b.client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				c, err = nil, nil
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("spawner: waiting for claim %s/%s to go: %w", ns, name, err)
+		}
+		if c == nil || c.UID != uid {
+			return nil
+		}
+		t := s.b.clock.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("spawner: claim %s/%s is deleted but still terminating (finalizers %q: a pod still mounts it?): %w",
+				ns, name, c.Finalizers, context.Cause(ctx))
+		case <-t.C():
+		}
+		delay = min(2*delay, time.Second)
+	}
 }
 
 // pvcTemplateNamesServer reports whether a claim template depends on the

@@ -169,6 +169,9 @@ func (s *Spawner) planFor(opts *StartOptions, st *State) *Objects {
 // built in place: these structs are a kilobyte together, and copies of
 // them would deepen every start's goroutine stack.
 func plan(ctx context.Context, server naming.Server, base *Config, namesIn *naming.Names, stIn *State, opts *StartOptions, startID string) (*Objects, error) {
+	if err := checkInputLimits(opts); err != nil {
+		return nil, err
+	}
 	o := &Objects{StartID: startID, State: *stIn, Names: *namesIn}
 	st, names := &o.State, &o.Names
 	cfg, err := atInit(base, &names.Fields, len(opts.Attributes) > 0)
@@ -177,6 +180,9 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 	}
 	if len(base.ProfileList) > 0 || base.ProfileListFunc != nil || len(opts.Attributes) > 0 {
 		if cfg, err = withProfile(ctx, base, cfg, opts); err != nil {
+			return nil, err
+		}
+		if err := checkProfileNamespace(base, cfg.Namespace, names.Namespace, server); err != nil {
 			return nil, err
 		}
 		if cfg.Namespace != base.Namespace {
@@ -318,6 +324,9 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 			return nil, err
 		}
 		o.Service.Namespace = st.Namespace
+	}
+	if err := checkFinalMetadata(o); err != nil {
+		return nil, fmt.Errorf("spawner: server %q of user %q: %w", server.Servername, server.Username, err)
 	}
 	return o, nil
 }

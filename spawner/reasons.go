@@ -21,6 +21,12 @@ const (
 	// ReasonErrImagePull: the image could not be pulled, twice (a
 	// container waiting with ErrImagePull or ImagePullBackOff).
 	ReasonErrImagePull Reason = "ErrImagePull"
+	// ReasonAPIError: a request to the API server failed (refused, or
+	// not answered within the retry budget); the message says which.
+	ReasonAPIError Reason = "APIError"
+	// ReasonStartFailed: any other failure (a hook's error, say); a
+	// failed start always carries a reason.
+	ReasonStartFailed Reason = "StartFailed"
 )
 
 // Exit reasons Poll reports besides a container's own terminated reason.

@@ -107,6 +107,10 @@ type Factory struct {
 	// httpClient is true when client's requests go through net/http, so
 	// the request timeout can start when a request leaves the client.
 	httpClient bool
+	// profileNS are the namespaces profiles can name; openNS names a
+	// profile option that lets the user type one (Namespaces).
+	profileNS []string
+	openNS    string
 	// woken, set by tests only, is called each time a start's wait is
 	// woken by its subscription.
 	woken func()
@@ -141,6 +145,7 @@ func NewFactory(opts Options) (*Factory, error) {
 		return nil, fmt.Errorf("spawner: %w", err)
 	}
 	f := &Factory{client: opts.Client, registry: opts.Registry, cfg: cfg, namer: namer, hooks: opts.Hooks, clock: opts.Clock}
+	f.profileNS, f.openNS = cfg.profileNamespaces()
 	if f.clock == nil {
 		f.clock = clock.RealClock{}
 	}

@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/spawnkit/spawnkit/reflector"
@@ -397,6 +399,18 @@ func (s *Spawner) finishReady(pod *reflector.Pod) string {
 	return url
 }
 
+// failureReason is the reason of a failure no step named: APIError for
+// the API server's refusal or a request that got no answer, else
+// StartFailed.
+func failureReason(err error) Reason {
+	var status apierrors.APIStatus
+	var netErr net.Error
+	if errors.As(err, &status) || errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) {
+		return ReasonAPIError
+	}
+	return ReasonStartFailed
+}
+
 func collisionReason(err error) Reason {
 	if IsCollision(err) {
 		return ReasonCollision
@@ -408,6 +422,9 @@ func collisionReason(err error) Reason {
 // detached start leaves everything; a cancelled one deletes its pod; a
 // failed one deletes its pod and the claim it created.
 func (s *Spawner) failStart(ctx context.Context, run *startRun, step Step, reason Reason, err error) error {
+	if reason == "" {
+		reason = failureReason(err)
+	}
 	serr := &StartError{Server: s.server, Step: step, Reason: reason, Err: err}
 	cancelled := ctx.Err() != nil
 	if cancelled {

@@ -105,7 +105,9 @@ func restConfig(f flags) (*rest.Config, error) {
 	}
 	cfg.QPS, cfg.Burst = float32(f.kubeQPS), f.kubeBurst
 	cfg.UserAgent = "spawnkit-service/" + spawner.Version
-	return cfg, nil
+	// A connection that stops forwarding is found within 10 s, not
+	// client-go's 45 s: the informers' watches share it.
+	return reflector.DetectStalls(cfg)
 }
 
 // newManager makes the Manager the flags describe; registry nil makes a

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +48,12 @@ type stack struct {
 	servicePort, proxyPort, proxyAPI, hubAPI int
 
 	service, proxy, hub *process
+
+	// seenMu guards seenSecrets: the user servers' API tokens the test
+	// has read from their environment Secrets (onePod), searched for in
+	// the service's log at the end with the stack's own tokens.
+	seenMu      sync.Mutex
+	seenSecrets []string
 }
 
 // stackOptions change the test's JupyterHub configuration.
@@ -73,6 +80,7 @@ func newStack(t *testing.T, tl tools, c *testcluster.Cluster, opts stackOptions)
 	}
 	// Runs last: the logs are complete once every process has stopped.
 	t.Cleanup(func() {
+		s.checkNoSecretLogged(t)
 		if t.Failed() {
 			for _, name := range []string{"spawner-service", "configurable-http-proxy", "jupyterhub"} {
 				t.Logf("--- %s.log (last 80 lines) ---\n%s", name, logTail(s.logPath(name), 80))
@@ -467,7 +475,52 @@ func (s *stack) onePod(ctx context.Context, t *testing.T, user, server string) c
 	if len(pods) != 1 {
 		t.Fatalf("%s:%s has %d pods, want 1", user, server, len(pods))
 	}
+	s.noteSecrets(ctx, pods[0])
 	return pods[0]
+}
+
+// noteSecrets remembers the values of the Secrets pod's environment
+// refers to (the hub's API token for the server among them).
+func (s *stack) noteSecrets(ctx context.Context, pod corev1.Pod) {
+	for _, c := range pod.Spec.Containers {
+		for _, e := range c.Env {
+			ref := e.ValueFrom
+			if ref == nil || ref.SecretKeyRef == nil {
+				continue
+			}
+			sec, err := s.cluster.Client.CoreV1().Secrets(pod.Namespace).Get(ctx, ref.SecretKeyRef.Name, metav1.GetOptions{})
+			if err != nil {
+				continue // made right after the pod: it may not be there yet
+			}
+			if v := string(sec.Data[ref.SecretKeyRef.Key]); len(v) >= 16 {
+				s.seenMu.Lock()
+				s.seenSecrets = append(s.seenSecrets, v)
+				s.seenMu.Unlock()
+			}
+		}
+	}
+}
+
+// checkNoSecretLogged searches every line the service logged for the
+// service's token, the hub's and proxy's, and every user server token
+// the test read: none may be there (the service README's promise).
+func (s *stack) checkNoSecretLogged(t *testing.T) {
+	data, err := os.ReadFile(s.logPath("spawner-service"))
+	if err != nil {
+		t.Errorf("reading the service's log: %v", err)
+		return
+	}
+	s.seenMu.Lock()
+	secrets := append([]string{s.serviceToken, s.adminToken, s.proxyToken}, s.seenSecrets...)
+	s.seenMu.Unlock()
+	for i, line := range strings.Split(string(data), "\n") {
+		for _, sec := range secrets {
+			if strings.Contains(line, sec) {
+				t.Errorf("spawner-service.log line %d holds a secret (%s...): %s", i+1, sec[:4], line)
+			}
+		}
+	}
+	t.Logf("no secret among %d (%d user tokens) in %d lines of the service's log", len(secrets), len(secrets)-3, strings.Count(string(data), "\n"))
 }
 
 // release lets a server of the slow-boot profile answer: it removes the

@@ -1,0 +1,454 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/spawner"
+)
+
+// attackerHost is where a planted pod's state record sends the user.
+const attackerHost = "127.0.0.99"
+
+// plantPod creates, in namespace ns under name (empty: the name
+// spawnkit gives the server), the pod spawnkit would make for srv under
+// cfg, its state record pointing at the attacker's host, and waits until
+// it runs.
+func plantPod(t *testing.T, ctx context.Context, cfg spawner.Config, srv naming.Server, ns, name string) *corev1.Pod {
+	t.Helper()
+	o, err := newSpawner(t, srv, cfg).Plan(ctx, hubStart())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := o.Pod.DeepCopy()
+	pod.Namespace = ns
+	if name != "" {
+		pod.Name = name
+	}
+	st := o.State
+	st.ConnectHost = attackerHost
+	st.URL = "http://" + attackerHost + ":8888"
+	pod.Annotations[spawner.StateAnnotation] = st.String()
+	return createRunning(t, ctx, pod)
+}
+
+// createRunning creates pod and waits until the simulated kubelet runs it.
+func createRunning(t *testing.T, ctx context.Context, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	if _, err := cluster.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pod.Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for ctx.Err() == nil {
+		p, err := cluster.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning {
+			return p
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("planted pod %s/%s never ran", pod.Namespace, pod.Name)
+	return nil
+}
+
+// logLines collects the lines a Manager logs.
+type logLines struct {
+	ch chan string
+}
+
+func newLogLines() *logLines { return &logLines{ch: make(chan string, 1000)} }
+
+func (l *logLines) ctx(parent context.Context) context.Context {
+	return logr.NewContext(parent, funcr.New(func(prefix, args string) {
+		select {
+		case l.ch <- prefix + " " + args:
+		default:
+		}
+	}, funcr.Options{}))
+}
+
+// waitLine waits for a logged line containing every one of parts.
+func (l *logLines) waitLine(t *testing.T, d time.Duration, parts ...string) {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case line := <-l.ch:
+			ok := true
+			for _, p := range parts {
+				ok = ok && strings.Contains(line, p)
+			}
+			if ok {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no log line with %q within %s", parts, d)
+		}
+	}
+}
+
+// startManager runs a Manager with ctx's logger until the test ends.
+func startManager(t *testing.T, ctx context.Context, opts Options) *Manager {
+	t.Helper()
+	opts.Client, opts.Registry = cluster.Client, sharedRegistry(t)
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Start(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	if err := m.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// untrustedCount reads spawnkit_manager_untrusted_pods_total.
+func untrustedCount(m *Manager) float64 {
+	var out dto.Metric
+	if err := m.metrics.untrusted.Write(&out); err != nil {
+		return -1
+	}
+	return out.GetCounter().GetValue()
+}
+
+// expectIgnored checks that srv is unknown to m (never adopted) after
+// its planted pod ran and was logged, also after every pod went through
+// the Manager again (a resync), which counts no pod twice. (Other tests'
+// planted pods may be counted too: with user namespaces the Manager
+// sees the whole cluster.)
+func expectIgnored(t *testing.T, m *Manager, srv naming.Server) {
+	t.Helper()
+	before := untrustedCount(m)
+	if before < 1 {
+		t.Fatalf("untrusted pods counted %v times, want at least the planted one", before)
+	}
+	m.resync(t.Context())
+	time.Sleep(300 * time.Millisecond)
+	if st, err := m.Status(srv); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a planted pod was adopted as %v's server: %+v (%v)", srv, st, err)
+	}
+	if got := untrustedCount(m); got != before {
+		t.Errorf("untrusted pods counted %v times after a resync, %v before: a pod counted twice", got, before)
+	}
+}
+
+// TestPlantedPodInAnotherNamespaceIsNotAdopted: with
+// enable_user_namespaces (the Manager watches every namespace), a pod in
+// a namespace that is not the user's, carrying spawnkit's labels, the
+// user's owner annotations and a state record sending the user to the
+// attacker, is never adopted: neither found at recovery nor later, it is
+// logged naming the pod and counted once; the user's own Spawn then
+// starts a pod in the user's namespace and returns its URL.
+func TestPlantedPodInAnotherNamespaceIsNotAdopted(t *testing.T) {
+	ctx := ctxTimeout(t, 120*time.Second)
+	hub := newNamespace(t)
+	cfg := baseConfig(hub)
+	cfg.EnableUserNamespaces = true
+	tenant := newNamespace(t) // any tenant's namespace
+	alice := naming.Server{Username: "alice-planted"}
+	bob := naming.Server{Username: "bob-planted"}
+
+	plantPod(t, ctx, cfg, alice, tenant, "") // before the Manager starts: recovery
+	logs := newLogLines()
+	m := startManager(t, logs.ctx(ctx), Options{Config: cfg})
+	logs.waitLine(t, 20*time.Second, "ignoring a pod that claims a server", tenant+"/", alice.Username)
+	expectIgnored(t, m, alice)
+
+	plantPod(t, ctx, cfg, bob, tenant, "") // while it runs: the informer's event
+	logs.waitLine(t, 20*time.Second, "ignoring a pod that claims a server", tenant+"/", bob.Username)
+	expectIgnored(t, m, bob)
+
+	st, _, err := m.Spawn(ctx, alice, SpawnOptions{Env: hubStart().Env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = waitStatus(t, m, alice, "running", phaseIs(PhaseRunning))
+	if st.State.Namespace == tenant || strings.Contains(st.URL, attackerHost) {
+		t.Fatalf("alice's server is the planted pod: %+v", st)
+	}
+	if want := newSpawner(t, alice, cfg).State().Namespace; st.State.Namespace != want {
+		t.Errorf("alice's server is in %q, want her namespace %q", st.State.Namespace, want)
+	}
+}
+
+// TestPlantedKubeSpawnerPodInAnotherNamespaceIsNotAdopted: the same
+// attack with KubeSpawner's labels under AdoptKubeSpawner. The same pod
+// in the user's own namespace is adopted (the control: the mode works).
+func TestPlantedKubeSpawnerPodInAnotherNamespaceIsNotAdopted(t *testing.T) {
+	c := vectorCase(t, "defaults_default_server")
+	var pod corev1.Pod
+	if err := json.Unmarshal(c.Expected.Pod, &pod); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxTimeout(t, 120*time.Second)
+	hub := newNamespace(t)
+	cfg := baseConfig(hub)
+	cfg.EnableUserNamespaces = true
+	srv := naming.Server{Username: c.User.Name, Servername: c.ServerName}
+	own := newSpawner(t, srv, cfg).State()
+	if own.PodName != pod.Name {
+		t.Fatalf("the vector's pod is %q, spawnkit names it %q: the control below would prove nothing", pod.Name, own.PodName)
+	}
+
+	planted := pod.DeepCopy()
+	planted.Namespace = newNamespace(t)
+	createRunning(t, ctx, planted)
+	logs := newLogLines()
+	m := startManager(t, logs.ctx(ctx), Options{Config: cfg, AdoptKubeSpawner: true})
+	logs.waitLine(t, 20*time.Second, "ignoring a pod that claims a server", planted.Namespace+"/"+planted.Name)
+	expectIgnored(t, m, srv)
+
+	real := pod.DeepCopy()
+	real.Namespace = own.Namespace
+	ran := createRunning(t, ctx, real)
+	st := waitStatus(t, m, srv, "running", phaseIs(PhaseRunning))
+	if want := "http://" + ran.Status.PodIP + ":8888"; st.URL != want || st.State.Namespace != own.Namespace {
+		t.Errorf("the KubeSpawner pod in the user's namespace: URL %q in %q, want %q in %q", st.URL, st.State.Namespace, want, own.Namespace)
+	}
+}
+
+// TestPlantedPodInTheHubNamespaceIsNotAdopted: without user namespaces,
+// a pod in the hub's own namespace under a name that is not the server's
+// (with spawnkit's labels, the user's annotations and a foreign state
+// record) is not the server either.
+func TestPlantedPodInTheHubNamespaceIsNotAdopted(t *testing.T) {
+	ctx := ctxTimeout(t, 120*time.Second)
+	hub := newNamespace(t)
+	cfg := baseConfig(hub)
+	alice := naming.Server{Username: "alice-hubns"}
+	plantPod(t, ctx, cfg, alice, hub, "innocent-looking")
+	logs := newLogLines()
+	m := startManager(t, logs.ctx(ctx), Options{Config: cfg})
+	logs.waitLine(t, 20*time.Second, "ignoring a pod that claims a server", hub+"/innocent-looking")
+	expectIgnored(t, m, alice)
+	if _, _, err := m.Spawn(ctx, alice, SpawnOptions{Env: hubStart().Env}); err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, m, alice, "running", phaseIs(PhaseRunning))
+	if st.State.PodName == "innocent-looking" || strings.Contains(st.URL, attackerHost) {
+		t.Fatalf("alice's server is the planted pod: %+v", st)
+	}
+}
+
+// TestProfileNamespaceAcrossRestart: a server a profile puts in another
+// namespace is recovered by a new Manager (which watches the profile's
+// namespace too), with the same URL, and is stopped by it.
+func TestProfileNamespaceAcrossRestart(t *testing.T) {
+	ctx := ctxTimeout(t, 120*time.Second)
+	hub, other := newNamespace(t), newNamespace(t)
+	cfg := baseConfig(hub)
+	cfg.ProfileList = []spawner.Profile{
+		{DisplayName: "Here", Slug: "here", Default: true},
+		{DisplayName: "Elsewhere", Slug: "elsewhere", KubeSpawnerOverride: map[string]any{"namespace": other}},
+	}
+	alice := naming.Server{Username: "alice-elsewhere"}
+
+	first, stopFirst := runManager(t, Options{Config: cfg})
+	if err := first.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := first.Spawn(ctx, alice, SpawnOptions{Env: hubStart().Env, UserOptions: map[string]string{"profile": "elsewhere"}}); err != nil {
+		t.Fatal(err)
+	}
+	was := waitStatus(t, first, alice, "running", phaseIs(PhaseRunning))
+	if was.State.Namespace != other {
+		t.Fatalf("the profile's server is in %q, want %q", was.State.Namespace, other)
+	}
+	stopFirst()
+
+	second, stopSecond := runManager(t, Options{Config: cfg})
+	defer stopSecond()
+	st := waitStatus(t, second, alice, "running", phaseIs(PhaseRunning))
+	if st.URL != was.URL || st.State.Namespace != other {
+		t.Errorf("recovered as %q in %q, want %q in %q", st.URL, st.State.Namespace, was.URL, other)
+	}
+	if _, err := second.Stop(ctx, alice, spawner.StopOptions{Now: true}); err != nil {
+		t.Fatalf("Stop after the restart: %v", err)
+	}
+	if _, err := cluster.Client.CoreV1().Pods(other).Get(ctx, was.State.PodName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after Stop the pod in the profile's namespace is still there (err %v)", err)
+	}
+}
+
+// TestNamespacesAManagerCannotList: a configuration whose unlisted
+// choice lets the user type the namespace is refused by New, naming the
+// option; a ProfileListFunc's profile that puts a server in a namespace
+// Config.ProfileNamespaces does not declare is refused at Spawn, while a
+// declared one works.
+func TestNamespacesAManagerCannotList(t *testing.T) {
+	hub := newNamespace(t)
+	cfg := baseConfig(hub)
+	cfg.ProfileList = []spawner.Profile{{DisplayName: "Any", Slug: "any", ProfileOptions: spawner.OrderedOptions{{Name: "where",
+		ProfileOption: spawner.ProfileOption{DisplayName: "Where", UnlistedChoice: &spawner.UnlistedChoice{Enabled: true,
+			KubeSpawnerOverride: map[string]any{"namespace": "team-{value}"}}}}}}}
+	_, err := New(Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: cfg})
+	if err == nil || !strings.Contains(err.Error(), `profile "any", option "where"`) {
+		t.Fatalf("New = %v, want a refusal naming the unlisted choice", err)
+	}
+
+	ctx := ctxTimeout(t, 60*time.Second)
+	declared := newNamespace(t)
+	cfg = baseConfig(hub)
+	cfg.ProfileListFunc = func(context.Context) ([]spawner.Profile, error) {
+		return []spawner.Profile{
+			{DisplayName: "Declared", Slug: "declared", Default: true, KubeSpawnerOverride: map[string]any{"namespace": declared}},
+			{DisplayName: "Undeclared", Slug: "undeclared", KubeSpawnerOverride: map[string]any{"namespace": "kube-system"}},
+		}, nil
+	}
+	cfg.ProfileNamespaces = []string{declared}
+	m, stop := runManager(t, Options{Config: cfg})
+	defer stop()
+	_, _, err = m.Spawn(ctx, naming.Server{Username: "carol"}, SpawnOptions{UserOptions: map[string]string{"profile": "undeclared"}})
+	var pe *spawner.ProfileError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), `"kube-system"`) {
+		t.Fatalf("Spawn with an undeclared profile namespace = %v, want a *spawner.ProfileError naming it", err)
+	}
+	if _, _, err := m.Spawn(ctx, naming.Server{Username: "dave"}, SpawnOptions{Env: hubStart().Env}); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitStatus(t, m, naming.Server{Username: "dave"}, "running", phaseIs(PhaseRunning)); st.State.Namespace != declared {
+		t.Errorf("dave's server is in %q, want the declared %q", st.State.Namespace, declared)
+	}
+}
+
+// TestDeleteForeverForgetsAndWaitsForTheClaim: across a restart (the
+// server is in a profile's namespace), Stop then DeleteForever: once
+// DeleteForever returns the server is forgotten (Status is ErrNotFound)
+// and its claim is gone, not terminating: a finalizer that holds the
+// claim for a while holds DeleteForever as long.
+func TestDeleteForeverForgetsAndWaitsForTheClaim(t *testing.T) {
+	ctx := ctxTimeout(t, 120*time.Second)
+	hub, other := newNamespace(t), newNamespace(t)
+	cfg := baseConfig(hub)
+	cfg.StoragePVCEnsure = true
+	cfg.StorageCapacity = resource.MustParse("1Gi")
+	cfg.ProfileList = []spawner.Profile{
+		{DisplayName: "Here", Slug: "here", Default: true},
+		{DisplayName: "Elsewhere", Slug: "elsewhere", KubeSpawnerOverride: map[string]any{"namespace": other}},
+	}
+	alice := naming.Server{Username: "alice-deleted"}
+	first, stopFirst := runManager(t, Options{Config: cfg})
+	if err := first.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := first.Spawn(ctx, alice, SpawnOptions{Env: hubStart().Env, UserOptions: map[string]string{"profile": "elsewhere"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, first, alice, "running", phaseIs(PhaseRunning))
+	stopFirst()
+
+	m, stop := runManager(t, Options{Config: cfg})
+	defer stop()
+	waitStatus(t, m, alice, "running", phaseIs(PhaseRunning))
+	st, err := m.Stop(ctx, alice, spawner.StopOptions{Now: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := cluster.Client.CoreV1().PersistentVolumeClaims(other)
+	if st.State.PVCName == "" || st.State.Namespace != other {
+		t.Fatalf("state after Stop = %+v, want a claim in %s", st.State, other)
+	}
+	const hold = "test.spawnkit.dev/hold"
+	claim, err := claims.Get(ctx, st.State.PVCName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim.Finalizers = append(claim.Finalizers, hold)
+	if _, err := claims.Update(ctx, claim, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		for range 20 {
+			c, err := claims.Get(context.Background(), claim.Name, metav1.GetOptions{})
+			if err != nil {
+				break
+			}
+			c.Finalizers = slices.DeleteFunc(c.Finalizers, func(f string) bool { return f == hold })
+			if _, err := claims.Update(context.Background(), c, metav1.UpdateOptions{}); err == nil {
+				break
+			}
+		}
+		released <- time.Now()
+	}()
+	if err := m.DeleteForever(ctx, alice); err != nil {
+		t.Fatal(err)
+	}
+	returned := time.Now()
+	if r := <-released; returned.Before(r) {
+		t.Errorf("DeleteForever returned %s before the finalizer was removed", r.Sub(returned))
+	}
+	if _, err := claims.Get(ctx, claim.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the claim after DeleteForever returned: %v, want NotFound", err)
+	}
+	if st, err := m.Status(alice); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Status after DeleteForever = %+v, %v; want ErrNotFound", st, err)
+	}
+}
+
+// TestFailedStatusAlwaysHasAReason: a start the API server refuses (a
+// ResourceQuota of the hub's namespace, not spawnkit's, allows no pod)
+// fails with reason APIError and the server's message; DeleteForever of
+// the running server says it is running, not "stopping".
+func TestFailedStatusAlwaysHasAReason(t *testing.T) {
+	ctx := ctxTimeout(t, 90*time.Second)
+	ns := newNamespace(t)
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
+	if _, err := cluster.Client.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m, stop := runManager(t, Options{Config: baseConfig(ns)})
+	defer stop()
+	eve := naming.Server{Username: "eve-refused"}
+	// The quota controller takes a moment to fill in the quota's usage;
+	// until then the API server refuses every pod anyway.
+	_, _, err := m.Spawn(ctx, eve, SpawnOptions{Env: hubStart().Env})
+	st := waitStatus(t, m, eve, "failed", phaseIs(PhaseFailed))
+	if st.Reason != spawner.ReasonAPIError || !strings.Contains(st.Message, "exceeded quota") {
+		t.Errorf("failed status = reason %q, message %q (Spawn: %v); want APIError with the API server's message", st.Reason, st.Message, err)
+	}
+	if err := cluster.Client.CoreV1().ResourceQuotas(ns).Delete(ctx, quota.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "a start once the quota is gone", func() bool {
+		_, _, err := m.Spawn(ctx, eve, SpawnOptions{Env: hubStart().Env})
+		if err != nil {
+			return false
+		}
+		st, _ := m.Status(eve)
+		return st.Phase != PhaseFailed
+	})
+	waitStatus(t, m, eve, "running", phaseIs(PhaseRunning))
+	err = m.DeleteForever(ctx, eve)
+	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "is running") || strings.Contains(err.Error(), "stopping") {
+		t.Errorf("DeleteForever of a running server = %v; want ErrBusy saying it is running", err)
+	}
+}
