@@ -173,9 +173,9 @@ func BenchmarkPodEvents(b *testing.B) {
 	defer release()
 	ns := e.key.Namespace
 	base := time.Now()
-	// The handler's index is filled through the handler, and the
-	// informer's store as an informer would: both hold every event.
-	handler := e.events.handler(func(*corev1.Event) {})
+	// spawnkit's index, and a client-go store as an informer's would
+	// hold them: both hold every event.
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	for i := range benchPods {
 		for j := range benchEventsPerPod {
 			ev := &corev1.Event{
@@ -184,8 +184,8 @@ func BenchmarkPodEvents(b *testing.B) {
 					UID: types.UID(fmt.Sprintf("uid-%d", i))},
 				Reason: "Started", LastTimestamp: metav1.NewTime(base.Add(time.Duration(j) * time.Second)),
 			}
-			_ = e.informer.GetIndexer().Add(ev)
-			handler.OnAdd(ev, false)
+			_ = store.Add(ev)
+			e.events.put(ev)
 		}
 	}
 	events := &Events{h: handle{r: r, e: e}}
@@ -203,10 +203,9 @@ func BenchmarkPodEvents(b *testing.B) {
 	})
 	b.Run("client-go-scan", func(b *testing.B) {
 		b.ReportAllocs()
-		indexer := e.informer.GetIndexer()
 		for b.Loop() {
 			n := 0
-			for _, o := range indexer.List() {
+			for _, o := range store.List() {
 				if ev := o.(*corev1.Event); ev.InvolvedObject.Name == benchTargetPodName && ev.InvolvedObject.Namespace == ns {
 					n++
 				}

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 )
 
 // maxTombstones bounds how many deleted pods an event index remembers, so
@@ -79,33 +78,6 @@ func sameEvent(a, b *corev1.Event) bool {
 	return a.Namespace == b.Namespace && a.Name == b.Name
 }
 
-// handler returns the informer handler that maintains the index; changed
-// is called for every event added or updated (to wake subscribers).
-func (x *eventIndex) handler(changed func(*corev1.Event)) cache.ResourceEventHandlerFuncs {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if e, ok := obj.(*corev1.Event); ok {
-				x.put(e)
-				changed(e)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if e, ok := obj.(*corev1.Event); ok {
-				x.put(e)
-				changed(e)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if e, ok := obj.(*corev1.Event); ok {
-				x.remove(e)
-			}
-		},
-	}
-}
-
 // put adds e, or replaces the version of it already indexed (one slot
 // per event), then drops the oldest events beyond the bound.
 func (x *eventIndex) put(e *corev1.Event) {
@@ -159,6 +131,22 @@ func (x *eventIndex) remove(e *corev1.Event) {
 	p.events = slices.DeleteFunc(p.events, func(old *corev1.Event) bool { return sameEvent(old, e) })
 	if len(p.events) == 0 {
 		x.dropLocked(ref)
+	}
+}
+
+// retain drops every event whose namespace/name is not in keep (a
+// relist: those are gone from the server).
+func (x *eventIndex) retain(keep map[string]struct{}) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for ref, p := range x.pods {
+		p.events = slices.DeleteFunc(p.events, func(e *corev1.Event) bool {
+			_, ok := keep[podKey(e.Namespace, e.Name)]
+			return !ok
+		})
+		if len(p.events) == 0 {
+			x.dropLocked(ref)
+		}
 	}
 }
 

@@ -131,12 +131,11 @@ func TestEventIndexBoundedHeap(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		x := newEventIndex(max)
-		h := x.handler(func(*corev1.Event) {})
 		for j := range perPod {
 			for i := range pods {
 				e := indexEvent(fmt.Sprintf("pod-%d", i), fmt.Sprintf("ev-%d-%d", i, j), j)
 				e.Message = fmt.Sprintf("Back-off pulling image %q for the %dth time", "quay.io/jupyter/scipy-notebook", j)
-				h.OnAdd(e, false)
+				x.put(e)
 			}
 		}
 		runtime.GC()
@@ -181,16 +180,21 @@ func TestEventsNoResurrectionAfterRelist(t *testing.T) {
 		evs, _ := events.ForPod(t.Context(), ns, "gone")
 		return len(evs) == 0
 	})
-	// The informer's own store was never changed: the events are there.
-	e := events.h.e
-	stored := e.informer.GetIndexer().List()
-	if len(stored) != 4 {
-		t.Fatalf("the informer's store holds %d events, want all 4", len(stored))
+	// The server still has the deleted pod's events: a relist delivers
+	// them all to the store again.
+	list, err := cluster.Client.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	relist := e.events.handler(func(*corev1.Event) {})
-	for _, obj := range stored {
-		relist.OnAdd(obj, true)
-		relist.OnUpdate(obj, obj)
+	if len(list.Items) != 4 {
+		t.Fatalf("the server holds %d events, want all 4", len(list.Items))
+	}
+	items := make([]any, len(list.Items))
+	for i := range list.Items {
+		items[i] = &list.Items[i]
+	}
+	if err := events.h.e.store.Replace(items, list.ResourceVersion); err != nil {
+		t.Fatal(err)
 	}
 	if evs, _ := events.ForUID(t.Context(), gone.UID); len(evs) != 0 {
 		t.Errorf("a relist brought back %d events of the deleted pod: %v", len(evs), reasons(evs))

@@ -42,7 +42,7 @@ func (ev *Events) Status() Status { return ev.h.e.status() }
 
 // Synced reports, without waiting, whether the informer has delivered
 // its first list. Cheaper than Status: it counts nothing.
-func (ev *Events) Synced() bool { return ev.h.e.synced.Load() || ev.h.e.handled.HasSynced() }
+func (ev *Events) Synced() bool { return ev.h.e.synced.Load() || ev.h.e.hasSynced() }
 
 // Denied is Status().Denied without counting the cache: the API server's
 // refusal of the informer's calls (a missing RBAC verb), or nil.

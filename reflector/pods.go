@@ -47,10 +47,13 @@ func (r *Registry) podChanged(e *entry, old, obj any, deleted bool) {
 		return
 	}
 	e.uids.observe(pod, deleted)
+	prev, _ := old.(*Pod)
 	if deleted {
 		r.forgetEvents(pod.UID, pod.Namespace, pod.Name)
+	} else if prev == nil {
+		// A pod new to the cache: the events that came before it.
+		r.adoptEvents(pod.UID, pod.Namespace)
 	}
-	prev, _ := old.(*Pod)
 	r.notifyPod(e, prev, pod, deleted)
 	e.observers.call(pod, deleted)
 }

@@ -101,9 +101,12 @@ type entry struct {
 	key      Key
 	informer cache.SharedIndexInformer
 	health   *health
-	// events is the index of an event informer, built by its handler;
-	// nil for pods.
+	// events is the index of an event informer, built by its store;
+	// nil for pods. Events have no client-go informer: store is what
+	// their reflector (refl) lists and watches into.
 	events *eventIndex
+	store  *eventStore
+	refl   *cache.Reflector
 	// uids maps a pod informer's pods by uid, built by its handler; nil
 	// for events.
 	uids *podUIDs
@@ -212,44 +215,68 @@ func (r *Registry) acquire(ctx context.Context, key Key) (*entry, error) {
 		return e, nil
 	}
 	e := &entry{key: key, refs: 1, done: make(chan struct{}), health: newHealth(r.clock)}
-	e.informer = r.newInformer(key, e.health)
-	// One handler per informer, however many holders: it wakes
-	// subscribers and, for events, builds the bounded event index (the
-	// informer's own store is never changed). Handlers must be fast;
-	// notify never blocks.
-	var handler cache.ResourceEventHandlerFuncs
-	switch key.Resource {
-	case ResourcePods:
-		e.uids = newPodUIDs()
-		handler = cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { r.podChanged(e, nil, obj, false) },
-			UpdateFunc: func(old, obj any) { r.podChanged(e, old, obj, false) },
-			DeleteFunc: func(obj any) { r.podChanged(e, nil, obj, true) },
-		}
-	case ResourceEvents:
-		e.events = newEventIndex(r.maxEvent)
-		handler = e.events.handler(r.notifyEvent)
-	}
-	reg, err := e.informer.AddEventHandler(handler)
-	if err != nil {
-		return nil, fmt.Errorf("reflector: watching %s: %w", key, err)
-	}
-	e.handled = reg
 	logger := logr.FromContextOrDiscard(ctx).WithValues("informer", key.String())
 	runCtx, cancel := context.WithCancel(logr.NewContext(context.WithoutCancel(ctx), logger))
 	e.cancel = cancel
-	_ = e.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
-		e.health.watchError(err)
-		logger.Error(err, "list or watch failed; client-go retries with backoff", "errors", e.health.status().WatchErrors)
-	})
+	switch key.Resource {
+	case ResourcePods:
+		e.informer = r.newInformer(key, e.health)
+		// One handler per informer, however many holders: it wakes
+		// subscribers. Handlers must be fast; notify never blocks.
+		e.uids = newPodUIDs()
+		reg, err := e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { r.podChanged(e, nil, obj, false) },
+			UpdateFunc: func(old, obj any) { r.podChanged(e, old, obj, false) },
+			DeleteFunc: func(obj any) { r.podChanged(e, nil, obj, true) },
+		})
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("reflector: watching %s: %w", key, err)
+		}
+		e.handled = reg
+		_ = e.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
+			e.health.watchError(err)
+			logger.Error(err, "list or watch failed; client-go retries with backoff", "errors", e.health.status().WatchErrors)
+		})
+	case ResourceEvents:
+		// No informer store: the reflector writes into the bounded
+		// event index through eventStore, which keeps only the events of
+		// the Registry's pods (see eventStore).
+		e.events = newEventIndex(r.maxEvent)
+		e.store = newEventStore(e.events, r.podCached, r.notifyEvent)
+		lw := r.listWatch(key, e.health, logger)
+		e.refl = cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, r.client), &corev1.Event{}, e.store,
+			cache.ReflectorOptions{Name: key.String(), Logger: &logger})
+	}
 	r.entries[key] = e
 	// The informer goroutine is owned by the entry: release stops it and
 	// waits for it.
 	go func() {
 		defer close(e.done)
+		if e.refl != nil {
+			e.refl.RunWithContext(runCtx)
+			return
+		}
 		e.informer.RunWithContext(runCtx)
 	}()
 	return e, nil
+}
+
+// hasSynced reports whether e's first list has reached its handler (pods)
+// or its store (events).
+func (e *entry) hasSynced() bool {
+	if e.store != nil {
+		return e.store.hasSynced()
+	}
+	return e.handled.HasSynced()
+}
+
+// syncedChan is closed once hasSynced is true.
+func (e *entry) syncedChan() <-chan struct{} {
+	if e.store != nil {
+		return e.store.synced
+	}
+	return e.handled.HasSyncedChecker().Done()
 }
 
 // release drops one hold on key's informer and stops it, waiting until it
@@ -269,14 +296,26 @@ func (r *Registry) release(e *entry) {
 }
 
 func (r *Registry) newInformer(key Key, h *health) cache.SharedIndexInformer {
-	var example runtime.Object
+	lw := r.listWatch(key, h, logr.Discard())
+	// As client-go's generated informers do: a client that cannot stream
+	// the initial list (a fake clientset) is listed instead.
+	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, r.client), &corev1.Pod{}, cache.SharedIndexInformerOptions{
+		Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		ObjectDescription: key.String(),
+	})
+	// The transform must be set before the informer runs.
+	_ = inf.SetTransform(updateTransform(inf.GetIndexer()))
+	return inf
+}
+
+// listWatch lists and watches key's resource, recording each call's
+// outcome in h. log receives the failures of informers without a watch
+// error handler (events').
+func (r *Registry) listWatch(key Key, h *health, log logr.Logger) *cache.ListWatch {
 	var list func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
 	var watchFn func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	var transform cache.TransformFunc
 	switch key.Resource {
 	case ResourcePods:
-		example = &corev1.Pod{}
 		pods := r.client.CoreV1().Pods(key.Namespace)
 		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) }
 		watchFn = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return pods.Watch(ctx, o) }
@@ -287,43 +326,35 @@ func (r *Registry) newInformer(key Key, h *health) cache.SharedIndexInformer {
 			}
 			list, watchFn = uncompressed(rc, "pods", key.Namespace, func() runtime.Object { return &corev1.PodList{} })
 		}
-		// updateTransform below, once the store exists.
 	case ResourceEvents:
-		example = &corev1.Event{}
 		events := r.client.CoreV1().Events(key.Namespace)
 		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return events.List(ctx, o) }
 		watchFn = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return events.Watch(ctx, o) }
 		if rc := r.restClient(); rc != nil {
 			list, watchFn = uncompressed(rc, "events", key.Namespace, func() runtime.Object { return &corev1.EventList{} })
 		}
-		transform = TransformEvent
 	}
-	lw := &cache.ListWatch{
+	failed := func(what string, err error) {
+		if err != nil {
+			log.Error(err, what+" failed; client-go retries with backoff", "errors", h.status().WatchErrors)
+		}
+	}
+	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector, o.FieldSelector = key.LabelSelector, key.FieldSelector
 			obj, err := list(ctx, o)
 			h.attempt(callList, err)
+			failed("list", err)
 			return obj, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector, o.FieldSelector = key.LabelSelector, key.FieldSelector
 			w, err := watchFn(withWatchHealth(ctx, h), o)
 			h.attempt(callWatch, err)
+			failed("watch", err)
 			return w, err
 		},
 	}
-	// As client-go's generated informers do: a client that cannot stream
-	// the initial list (a fake clientset) is listed instead.
-	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, r.client), example, cache.SharedIndexInformerOptions{
-		Indexers:          indexers,
-		ObjectDescription: key.String(),
-	})
-	if key.Resource == ResourcePods {
-		transform = updateTransform(inf.GetIndexer())
-	}
-	// The transform must be set before the informer runs.
-	_ = inf.SetTransform(transform)
-	return inf
 }
 
 // updateTransform is TransformPod for the informer whose store is
@@ -439,12 +470,12 @@ func waitSynced(ctx context.Context, e *entry) error {
 	if e.synced.Load() {
 		return nil // the common case
 	}
-	if e.handled.HasSynced() {
+	if e.hasSynced() {
 		e.synced.Store(true)
 		return nil
 	}
 	select {
-	case <-e.handled.HasSyncedChecker().Done():
+	case <-e.syncedChan():
 		return nil
 	case <-e.done:
 		return ErrReleased
@@ -469,6 +500,11 @@ func (r *Registry) Status() map[Key]Status {
 
 func (e *entry) status() Status {
 	s := e.health.status()
+	if e.store != nil {
+		s.Synced = e.store.hasSynced()
+		s.Objects = e.events.len()
+		return s
+	}
 	s.Synced = e.informer.HasSynced()
 	s.Objects = len(e.informer.GetIndexer().ListKeys())
 	return s
