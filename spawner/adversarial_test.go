@@ -346,3 +346,48 @@ func TestAdvStartAfterDeleteForeverNeverMountsADyingClaim(t *testing.T) {
 // running server is never reported gone or failed by the Manager; a
 // Spawn and a Spawner Start begun during the outage succeed after it (or
 // fail cleanly with a StartError, leaving no pod).
+
+// TestStopTimeoutEndsAStuckStop: a pod held by a finalizer nobody
+// removes ends Stop after stop_timeout with ErrStopTimeout naming the
+// pod, never a hang; once the finalizer goes, Stop succeeds.
+func TestStopTimeoutEndsAStuckStop(t *testing.T) {
+	ns := newNamespace(t)
+	cfg := baseConfig(ns)
+	cfg.StopTimeout = 2
+	s := newSpawner(t, naming.Server{Username: "stuck-stop"}, cfg)
+	ctx := ctxTimeout(t, 60*time.Second)
+	if _, err := s.Start(ctx, hubStart()); err != nil {
+		t.Fatal(err)
+	}
+	podsAPI := cluster.Client.CoreV1().Pods(ns)
+	name := s.State().PodName
+	const hold = "test.spawnkit.dev/hold"
+	setFinalizers := func(f []string) {
+		t.Helper()
+		if err := clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error {
+			p, err := podsAPI.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			p.Finalizers = f
+			_, err = podsAPI.Update(ctx, p, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setFinalizers([]string{hold})
+	begin := time.Now()
+	err := s.Stop(ctx, StopOptions{Now: true})
+	took := time.Since(begin)
+	if !errors.Is(err, ErrStopTimeout) || !strings.Contains(err.Error(), ns+"/"+name) {
+		t.Fatalf("Stop of a pod held by a finalizer = %v after %s; want ErrStopTimeout naming the pod", err, took)
+	}
+	if took > 10*time.Second {
+		t.Errorf("Stop took %s with stop_timeout 2 s", took)
+	}
+	setFinalizers(nil)
+	if err := s.Stop(ctx, StopOptions{Now: true}); err != nil {
+		t.Errorf("Stop once the finalizer is gone: %v", err)
+	}
+}

@@ -143,6 +143,10 @@ type Config struct {
 
 	// Lifecycle.
 	StartTimeout              Seconds  `json:"start_timeout"`                 // default 300
+	// StopTimeout bounds Stop's wait for the deleted pod to be gone (a
+	// finalizer nobody removes, a node that does not answer): spawnkit's
+	// own; 0 means start_timeout, which is what KubeSpawner waits.
+	StopTimeout Seconds `json:"stop_timeout"`
 	K8sAPIRequestTimeout      Seconds  `json:"k8s_api_request_timeout"`       // default 3
 	K8sAPIRequestRetryTimeout Seconds  `json:"k8s_api_request_retry_timeout"` // default 30
 	DeleteGracePeriod         *Seconds `json:"delete_grace_period"`           // default 1; 0 means 0

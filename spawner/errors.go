@@ -32,6 +32,9 @@ var (
 	// ErrStartCancelled is wrapped by the error of a Start that Stop
 	// cancelled.
 	ErrStartCancelled = errors.New("the start was cancelled by Stop")
+	// ErrStopTimeout: the deleted pod was still there after stop_timeout
+	// (Config.StopTimeout); Stop returns it wrapped, naming the pod.
+	ErrStopTimeout = errors.New("the pod did not go within stop_timeout")
 	// ErrClosed is returned by every call on a closed Spawner, and wrapped
 	// by the error of a Start that Close cancelled.
 	ErrClosed = errors.New("spawner: the Spawner is closed")

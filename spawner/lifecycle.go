@@ -2,6 +2,7 @@ package spawner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -224,7 +225,10 @@ type StopOptions struct {
 // request, the delete: whose the pod is comes from the shared cache. A pod that is already gone is
 // success, so Stop is idempotent; a pod of another server under this
 // server's name is a *CollisionError and is not touched. The claim is
-// never touched.
+// never touched. Waiting for the pod to go is bounded by stop_timeout
+// (start_timeout by default, as KubeSpawner waits): a pod that stays (a
+// finalizer nobody removes) ends Stop with an error wrapping
+// ErrStopTimeout that names it.
 func (s *Spawner) Stop(ctx context.Context, opts StopOptions) error {
 	s.mu.Lock()
 	if s.closed {
@@ -240,7 +244,18 @@ func (s *Spawner) Stop(ctx context.Context, opts StopOptions) error {
 		return err
 	}
 	defer s.release()
-	err := s.stop(ctx, opts)
+	limit := s.b.cfg.StopTimeout
+	if limit <= 0 {
+		limit = s.b.cfg.StartTimeout
+	}
+	sctx, cancel := context.WithTimeoutCause(ctx, limit.Duration(), ErrStopTimeout)
+	defer cancel()
+	err := s.stop(sctx, opts)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(sctx), ErrStopTimeout) {
+		st := s.State()
+		err = fmt.Errorf("spawner: pod %s/%s was deleted but is still there after stop_timeout (%s): a finalizer nobody removes, or a node that does not answer: %w",
+			st.Namespace, st.PodName, limit.Duration(), ErrStopTimeout)
+	}
 	em.finishStop(err)
 	return err
 }
