@@ -142,11 +142,11 @@ type Config struct {
 	SecretMountPath string `json:"secret_mount_path"` // internal SSL; default /etc/jupyterhub/ssl/
 
 	// Lifecycle.
-	StartTimeout              Seconds  `json:"start_timeout"`                 // default 300
+	StartTimeout Seconds `json:"start_timeout"` // default 300
 	// StopTimeout bounds Stop's wait for the deleted pod to be gone (a
 	// finalizer nobody removes, a node that does not answer): spawnkit's
 	// own; 0 means start_timeout, which is what KubeSpawner waits.
-	StopTimeout Seconds `json:"stop_timeout"`
+	StopTimeout               Seconds  `json:"stop_timeout"`
 	K8sAPIRequestTimeout      Seconds  `json:"k8s_api_request_timeout"`       // default 3
 	K8sAPIRequestRetryTimeout Seconds  `json:"k8s_api_request_retry_timeout"` // default 30
 	DeleteGracePeriod         *Seconds `json:"delete_grace_period"`           // default 1; 0 means 0
