@@ -151,7 +151,10 @@
 // Options.Config; client-go's own check takes 45 s): the broken watch is
 // counted in Status, and client-go watches again on a new connection from
 // the resourceVersion it had, so no change is lost. A Registry built on a
-// caller's Client has that client's checks. A refusal
+// caller's Client has that client's checks. A watch that ends with an
+// error event (410 Gone: its resourceVersion was compacted away) makes the
+// informer unhealthy until its relist succeeds, which client-go makes
+// after a backoff without reporting the error. A refusal
 // (Forbidden or Unauthorized: an RBAC verb missing) is kept in
 // Status.Denied until a call of the refused kind succeeds, so a Role
 // without watch, under which lists between refused watches keep the

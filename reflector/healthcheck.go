@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 )
 
@@ -132,4 +134,46 @@ func (b *reportingBody) Read(p []byte) (int, error) {
 func (b *reportingBody) Close() error {
 	b.closed.Store(true)
 	return b.ReadCloser.Close()
+}
+
+// healthWatch passes a watch's events on, recording an error event (410
+// Gone after a compaction, above all) in the informer's health: client-go
+// then ends the watch and relists after a backoff without telling the
+// informer's error handler, and until that relist succeeds the cache is
+// stale and Status must say so. Its goroutine is owned by the watch: it
+// ends when the underlying watch's channel closes or Stop is called.
+type healthWatch struct {
+	w    watch.Interface
+	h    *health
+	ch   chan watch.Event
+	done chan struct{}
+	once sync.Once
+}
+
+func watchWithHealth(w watch.Interface, h *health) watch.Interface {
+	hw := &healthWatch{w: w, h: h, ch: make(chan watch.Event), done: make(chan struct{})}
+	go hw.run()
+	return hw
+}
+
+func (hw *healthWatch) run() {
+	defer close(hw.ch)
+	for ev := range hw.w.ResultChan() {
+		if ev.Type == watch.Error {
+			err := apierrors.FromObject(ev.Object)
+			hw.h.attempt(callWatch, fmt.Errorf("the watch ended with an error event: %w", err))
+		}
+		select {
+		case hw.ch <- ev:
+		case <-hw.done:
+			return
+		}
+	}
+}
+
+func (hw *healthWatch) ResultChan() <-chan watch.Event { return hw.ch }
+
+func (hw *healthWatch) Stop() {
+	hw.once.Do(func() { close(hw.done) })
+	hw.w.Stop()
 }

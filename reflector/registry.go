@@ -352,7 +352,10 @@ func (r *Registry) listWatch(key Key, h *health, log logr.Logger) *cache.ListWat
 			w, err := watchFn(withWatchHealth(ctx, h), o)
 			h.attempt(callWatch, err)
 			failed("watch", err)
-			return w, err
+			if err != nil {
+				return w, err
+			}
+			return watchWithHealth(w, h), nil
 		},
 	}
 }
