@@ -27,6 +27,10 @@
 //   - heap (cache.go): heap per cached pod, 10,000 realistic running pods
 //     decoded from the API server, Registry.Pods against a plain pod
 //     informer (store, namespace index and, for spawnkit, its uid map).
+//   - events (events.go): the heap an event cache keeps for 50,000 events
+//     in a namespace, half about 10 server pods and half about 2,500
+//     other pods, created through the API server: Registry.Pods and
+//     Registry.Events against a plain event informer (KubeSpawner #913).
 //   - progress (progress.go): latency p50/p99 from posting a pod event to
 //     its arrival in a start's progress Stream, against a raw event
 //     informer's handler.
@@ -143,6 +147,7 @@ var producers = []group{
 	{"manager", measureManager},
 	{"poll", measurePoll},
 	{"heap", measureHeap},
+	{"events", measureEventFlood},
 	{"progress", measureProgress},
 	{"detection", measureDetection},
 	{"recovery", measureRecovery},
