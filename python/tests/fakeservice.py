@@ -46,6 +46,7 @@ class FakeService:
         self.start_status = 202
         self.start_error = None  # (status, reason, message) to refuse every start with
         self.start_errors = []  # the same, for the next starts, one each
+        self.lose_starts = 0  # accept (202) but forget this many starts, as a crash before the pod would
         self.final_event = ("ready", {"ready": True, "url": "http://127.0.0.2:8888", "progress": 100})
         self._server = None
         self.port = None
@@ -122,7 +123,10 @@ class _ServerHandler(web.RequestHandler):
             self._error(*self.fake.start_error)
             return
         status = {"phase": "starting", "ready": False, "exit_code": None, "state": {"pod_name": "jupyter-x"}}
-        self.fake.servers[path] = status
+        if self.fake.lose_starts > 0:
+            self.fake.lose_starts -= 1
+        else:
+            self.fake.servers[path] = status
         self._json(self.fake.start_status, status)
 
     async def get(self, path, progress):

@@ -48,6 +48,17 @@ class StartRetryTest(ServiceTestCase):
             await spawner.start()
         self.assertLess(loop.time() - begin, 3)
 
+    async def test_a_start_lost_after_202_is_posted_again(self):
+        # The replica that accepted the start died before its pod existed:
+        # the new one answers 404 for the server, and the start, being
+        # idempotent, is asked for again instead of silently lost.
+        self.service.lose_starts = 1
+        spawner = make_spawner(self.service.url)
+        with self.assertLogs(spawner.log, "WARNING") as logs:
+            self.assertEqual(await asyncio.wait_for(spawner.start(), 10), "http://127.0.0.2:8888")
+        self.assertEqual(len(self.service.calls("POST")), 2)
+        self.assertIn("lost the start", "\n".join(logs.output))
+
     async def test_not_leader_is_asked_again(self):
         self.service.start_errors = [(503, "NotLeader", "this replica stands by")] * 2
         spawner = make_spawner(self.service.url)
