@@ -391,3 +391,49 @@ func TestStopTimeoutEndsAStuckStop(t *testing.T) {
 		t.Errorf("Stop once the finalizer is gone: %v", err)
 	}
 }
+
+// TestStartPhaseBounds: pending_timeout ends a start whose pod no node
+// fits (a node selector nothing matches) with reason PendingTimeout, long
+// before start_timeout, and deletes its pod; creating_timeout is checked
+// from the time the pod was scheduled (phaseBound, on a pod as the cache
+// holds it); with neither set only start_timeout bounds a start, as in
+// KubeSpawner.
+func TestStartPhaseBounds(t *testing.T) {
+	ns := newNamespace(t)
+	cfg := baseConfig(ns)
+	cfg.PendingTimeout = 2
+	cfg.Pod.NodeSelector = map[string]string{"spawnkit.dev/no-such-node": "true"}
+	s := newSpawner(t, naming.Server{Username: "pending-bound"}, cfg)
+	ctx := ctxTimeout(t, 60*time.Second)
+	begin := time.Now()
+	_, err := s.Start(ctx, hubStart())
+	var se *StartError
+	if !errors.As(err, &se) || se.Reason != ReasonPendingTimeout {
+		t.Fatalf("Start of an unschedulable pod with pending_timeout 2 = %v; want reason PendingTimeout", err)
+	}
+	if took := time.Since(begin); took > 15*time.Second {
+		t.Errorf("the pending bound ended the start after %s", took)
+	}
+	if _, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, s.State().PodName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the failed start left its pod (%v)", err)
+	}
+
+	creating := baseConfig(ns)
+	creating.CreatingTimeout = 30
+	c := newSpawner(t, naming.Server{Username: "creating-bound"}, creating)
+	scheduledAt := time.Now().Add(-time.Minute)
+	pod := reflector.NewPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"}, Status: corev1.PodStatus{
+		Phase:      corev1.PodPending,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(scheduledAt)}},
+	}})
+	if reason, _, err := c.phaseBound(&c.b.cfg, pod, scheduledAt.Add(-time.Second)); reason != ReasonCreatingTimeout || err == nil {
+		t.Errorf("scheduled a minute ago, still creating, creating_timeout 30 s: %q, %v; want CreatingTimeout", reason, err)
+	}
+	if reason, left, _ := c.phaseBound(&c.b.cfg, pod, time.Now()); reason != "" || left <= 0 || left > 30*time.Second {
+		t.Errorf("a start that began just now: %q, %s left; want none yet, at most 30 s left", reason, left)
+	}
+	nb := newSpawner(t, naming.Server{Username: "no-bound"}, baseConfig(ns))
+	if reason, left, _ := nb.phaseBound(&nb.b.cfg, pod, scheduledAt); reason != "" || left != 0 {
+		t.Errorf("without bounds: %q, %s; want none", reason, left)
+	}
+}

@@ -146,7 +146,16 @@ type Config struct {
 	// StopTimeout bounds Stop's wait for the deleted pod to be gone (a
 	// finalizer nobody removes, a node that does not answer): spawnkit's
 	// own; 0 means start_timeout, which is what KubeSpawner waits.
-	StopTimeout               Seconds  `json:"stop_timeout"`
+	StopTimeout Seconds `json:"stop_timeout"`
+	// PendingTimeout and CreatingTimeout bound a start's phases, as
+	// Gitpod's workspace manager does: a pod not scheduled this long
+	// after its start (no node fits: pending), and a scheduled pod whose
+	// containers are not running this long after it was scheduled (image
+	// pulls, volume mounts: creating), end the start with reason
+	// PendingTimeout or CreatingTimeout. spawnkit's own; 0, the default,
+	// leaves only start_timeout, as KubeSpawner does.
+	PendingTimeout            Seconds  `json:"pending_timeout"`
+	CreatingTimeout           Seconds  `json:"creating_timeout"`
 	K8sAPIRequestTimeout      Seconds  `json:"k8s_api_request_timeout"`       // default 3
 	K8sAPIRequestRetryTimeout Seconds  `json:"k8s_api_request_retry_timeout"` // default 30
 	DeleteGracePeriod         *Seconds `json:"delete_grace_period"`           // default 1; 0 means 0

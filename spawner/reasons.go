@@ -21,6 +21,11 @@ const (
 	// ReasonErrImagePull: the image could not be pulled, twice (a
 	// container waiting with ErrImagePull or ImagePullBackOff).
 	ReasonErrImagePull Reason = "ErrImagePull"
+	// ReasonPendingTimeout: the pod was not scheduled within
+	// pending_timeout; ReasonCreatingTimeout: scheduled, its containers
+	// were not running within creating_timeout.
+	ReasonPendingTimeout  Reason = "PendingTimeout"
+	ReasonCreatingTimeout Reason = "CreatingTimeout"
 	// ReasonAPIError: a request to the API server failed (refused, or
 	// not answered within the retry budget); the message says which.
 	ReasonAPIError Reason = "APIError"

@@ -487,6 +487,8 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 	// shows up may have been deleted before the cache saw it, so the API
 	// server is asked after a while.
 	missing := s.b.clock.After(5 * time.Second)
+	began := s.b.clock.Now()
+	var phaseCheck <-chan time.Time // wakes the loop to check the phase bounds
 	inCache := false
 	var grace <-chan time.Time // running once the pod is ready without events seen
 	graceOver := false
@@ -541,6 +543,11 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 			if x := podExit(pod); x.Exited {
 				return nil, x.Reason, fmt.Errorf("the pod ended before it was ready: %s", x.Message)
 			}
+			if reason, next, err := s.phaseBound(cfg, pod, began); reason != "" {
+				return nil, reason, err
+			} else if next > 0 && phaseCheck == nil {
+				phaseCheck = s.b.clock.After(next)
+			}
 			if isReady(pod) {
 				// A kubelet reports Scheduled, Pulled and Started before
 				// Ready, but the event informer can lag the pod informer
@@ -582,6 +589,8 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 			}
 		case <-grace:
 			graceOver = true
+		case <-phaseCheck:
+			phaseCheck = nil
 		case <-missing:
 			if !inCache && !sub.Seen(pods, uid) {
 				if gone, err := s.podGone(wctx, ns, name, uid); err == nil && gone {
@@ -597,6 +606,36 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 			return nil, s.waitReason(ctx, wctx), s.waitErr(ctx, wctx, cfg, wctx.Err())
 		}
 	}
+}
+
+// phaseBound checks a starting pod against pending_timeout (not
+// scheduled since the start began) and creating_timeout (scheduled, not
+// running since it was scheduled): a reason and error when one is past,
+// else how long until the nearest one is (0: none applies).
+func (s *Spawner) phaseBound(cfg *Config, pod *reflector.Pod, began time.Time) (Reason, time.Duration, error) {
+	now := s.b.clock.Now()
+	scheduled := pod.Scheduled.Status == corev1.ConditionTrue
+	switch {
+	case !scheduled && cfg.PendingTimeout > 0:
+		left := cfg.PendingTimeout.Duration() - now.Sub(began)
+		if left <= 0 {
+			return ReasonPendingTimeout, 0, fmt.Errorf("pod %s/%s was not scheduled within pending_timeout (%s): %s",
+				pod.Namespace, pod.Name, cfg.PendingTimeout.Duration(), pod.Scheduled.Message)
+		}
+		return "", left, nil
+	case scheduled && pod.Phase == corev1.PodPending && cfg.CreatingTimeout > 0:
+		since := pod.Scheduled.LastTransitionTime.Time
+		if since.IsZero() || since.Before(began) {
+			since = began
+		}
+		left := cfg.CreatingTimeout.Duration() - now.Sub(since)
+		if left <= 0 {
+			return ReasonCreatingTimeout, 0, fmt.Errorf("pod %s/%s was scheduled but its containers were not running within creating_timeout (%s)",
+				pod.Namespace, pod.Name, cfg.CreatingTimeout.Duration())
+		}
+		return "", left, nil
+	}
+	return "", 0, nil
 }
 
 // eventForwarder sends a start's pod events to its progress once each
