@@ -94,9 +94,18 @@ func (s *eventStore) put(obj any, notify bool) {
 	}
 	t, _ := TransformEvent(raw)
 	e := t.(*corev1.Event)
-	if uid := e.InvolvedObject.UID; uid != "" && !s.admit(e.InvolvedObject.Namespace, uid) {
-		s.hold(uid, e)
-		return
+	if uid := e.InvolvedObject.UID; uid != "" {
+		// The check and the hold under one lock: a pod informer adds a
+		// pod to its uid map before it adopts the pod's held events
+		// (under the same lock), so an event is either admitted here or
+		// held before that adoption looks, never lost in between.
+		s.mu.Lock()
+		if !s.admit(e.InvolvedObject.Namespace, uid) {
+			s.holdLocked(uid, e)
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
 	}
 	s.x.put(e)
 	if notify {
@@ -104,11 +113,9 @@ func (s *eventStore) put(obj any, notify bool) {
 	}
 }
 
-// hold keeps e until its pod appears (adopt), dropping the oldest held
-// event beyond maxPendingEvents.
-func (s *eventStore) hold(uid types.UID, e *corev1.Event) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// holdLocked (s.mu held) keeps e until its pod appears (adopt), dropping
+// the oldest held event beyond maxPendingEvents.
+func (s *eventStore) holdLocked(uid types.UID, e *corev1.Event) {
 	held := s.pending[uid]
 	for i, old := range held {
 		if sameEvent(old, e) {
