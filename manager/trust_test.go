@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/spawner"
 )
@@ -451,4 +453,82 @@ func TestFailedStatusAlwaysHasAReason(t *testing.T) {
 	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "is running") || strings.Contains(err.Error(), "stopping") {
 		t.Errorf("DeleteForever of a running server = %v; want ErrBusy saying it is running", err)
 	}
+}
+
+// TestCompactionAndAPIServerRestart: etcd's history is compacted, then the
+// API server restarts while the Manager's informers watch: their watches
+// come back from resourceVersions the new API server no longer has (410
+// Gone) and relist. Running servers stay running with the same URL, no
+// failed or stopped status is reported for them, the relist is bounded
+// (the Manager is healthy again within 60 s) and a new start works.
+func TestCompactionAndAPIServerRestart(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	ns := newNamespace(t)
+	m, _ := runManager(t, Options{Config: baseConfig(ns), ResyncInterval: 300 * time.Millisecond})
+	ctx := ctxTimeout(t, 150*time.Second)
+	servers := []naming.Server{{Username: "compact-a"}, {Username: "compact-b"}}
+	urls := map[string]string{}
+	for _, s := range servers {
+		if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		urls[s.Username] = waitStatus(t, m, s, "running", phaseIs(PhaseRunning)).URL
+	}
+	watches := map[string]*advWatch{}
+	for _, s := range servers {
+		watches[s.Username] = watchServer(ctx, m, s)
+	}
+	// Changes the old API server's watch cache saw and the new one will
+	// not have: other pods come and go.
+	for i := range 5 {
+		p := createRunning(t, ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("churn-%d", i),
+			Labels: map[string]string{naming.LabelComponent: naming.DefaultComponent}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}})
+		if err := cluster.Client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rev, err := c.CompactEtcd(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = c.StartAPIServer()
+		}
+	})
+	time.Sleep(2 * time.Second)
+	if err := c.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	back := time.Now()
+	t.Logf("etcd compacted at revision %d; the API server restarted", rev)
+	eventually(t, 60*time.Second, "the Manager healthy after the restart", func() bool {
+		return m.Health().Pods.Healthy()
+	})
+	h := m.Health().Pods
+	t.Logf("the Manager's pod informer healthy %s after the API server came back (watch errors %d, the last: %v)", time.Since(back).Round(100*time.Millisecond), h.WatchErrors, h.LastError)
+	time.Sleep(2 * time.Second) // a spurious status would show by now (resync every 300 ms)
+	for _, s := range servers {
+		phases, _ := watches[s.Username].snapshot()
+		for _, p := range phases {
+			if p != PhaseRunning {
+				t.Errorf("%s: phase %s reported across the compaction and restart (all: %v)", s.Username, p, phases)
+			}
+		}
+		st, err := m.Status(s)
+		if err != nil || st.Phase != PhaseRunning || st.URL != urls[s.Username] {
+			t.Errorf("%s after the restart: %+v, %v; want running at %s", s.Username, st, err, urls[s.Username])
+		}
+	}
+	late := naming.Server{Username: "compact-late"}
+	if _, _, err := m.Spawn(ctx, late, SpawnOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, m, late, "running", phaseIs(PhaseRunning))
 }

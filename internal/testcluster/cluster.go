@@ -1,15 +1,20 @@
 package testcluster
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -593,6 +598,52 @@ func (c *Cluster) StartAPIServer() error {
 		return fmt.Errorf("restarting kube-apiserver: %w", err)
 	}
 	return nil
+}
+
+// CompactEtcd compacts etcd's history up to its current revision, as the
+// API server's periodic compaction does, through etcd's JSON gateway on
+// its loopback client URL, and returns that revision: a watch the API
+// server can no longer serve from its watch cache (after a restart)
+// then ends with 410 Gone.
+func (c *Cluster) CompactEtcd(ctx context.Context) (int64, error) {
+	u := c.env.ControlPlane.Etcd.URL
+	if u == nil {
+		return 0, errors.New("testcluster: etcd has no client URL")
+	}
+	post := func(path string, body any, out any) error {
+		data, _ := json.Marshal(body)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String()+path, bytes.NewReader(data))
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			msg, _ := io.ReadAll(resp.Body)
+			return fmt.Errorf("etcd %s: %s: %s", path, resp.Status, msg)
+		}
+		return json.NewDecoder(resp.Body).Decode(out)
+	}
+	var rng struct {
+		Header struct {
+			Revision string `json:"revision"`
+		} `json:"header"`
+	}
+	if err := post("/v3/kv/range", map[string]string{"key": base64.StdEncoding.EncodeToString([]byte("/spawnkit-compact"))}, &rng); err != nil {
+		return 0, fmt.Errorf("testcluster: reading etcd's revision: %w", err)
+	}
+	rev, err := strconv.ParseInt(rng.Header.Revision, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("testcluster: etcd's revision %q: %w", rng.Header.Revision, err)
+	}
+	var done struct{}
+	if err := post("/v3/kv/compaction", map[string]any{"revision": strconv.FormatInt(rev, 10), "physical": true}, &done); err != nil {
+		return 0, fmt.Errorf("testcluster: compacting etcd: %w", err)
+	}
+	return rev, nil
 }
 
 // KeepLogs makes Stop keep the log directory; Main calls it when a test
