@@ -314,7 +314,26 @@ func TestNamespacesAManagerCannotList(t *testing.T) {
 		t.Fatalf("New = %v, want a refusal naming the unlisted choice", err)
 	}
 
+	// Misspelt: an empty declared namespace would widen the watch to
+	// every namespace; refused naming it.
+	empty := baseConfig(hub)
+	empty.ProfileListFunc = func(context.Context) ([]spawner.Profile, error) { return nil, nil }
+	empty.ProfileNamespaces = []string{"team-a", ""}
+	if _, err := New(Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: empty}); err == nil || !strings.Contains(err.Error(), "ProfileNamespaces[1]") {
+		t.Errorf("New with an empty ProfileNamespaces entry = %v, want a refusal naming it", err)
+	}
+
 	ctx := ctxTimeout(t, 60*time.Second)
+	// A profile naming a namespace no namespace can be called is never
+	// watched (its starts are refused): the Manager becomes ready.
+	badName := baseConfig(hub)
+	badName.ProfileList = []spawner.Profile{{DisplayName: "Bad", Slug: "bad", KubeSpawnerOverride: map[string]any{"namespace": "Team A"}}}
+	bm, stopBad := runManager(t, Options{Config: badName})
+	if err := bm.WaitReady(ctx); err != nil {
+		t.Fatalf("a profile with an invalid namespace name kept the Manager from becoming ready: %v", err)
+	}
+	stopBad()
+
 	declared := newNamespace(t)
 	cfg = baseConfig(hub)
 	cfg.ProfileListFunc = func(context.Context) ([]spawner.Profile, error) {

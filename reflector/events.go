@@ -87,17 +87,23 @@ func EventTime(e *corev1.Event) time.Time {
 // event informer that covers its namespace, and tombstones its uid there,
 // so a hub's event index holds the events of live pods only.
 func (r *Registry) forgetEvents(uid types.UID, namespace, name string) {
-	r.mu.Lock()
-	var entries []*entry
-	for k, e := range r.entries {
-		if k.Resource == ResourceEvents && (k.Namespace == metav1.NamespaceAll || k.Namespace == namespace) {
-			entries = append(entries, e)
-		}
-	}
-	r.mu.Unlock()
-	for _, e := range entries {
+	for _, e := range r.covering(ResourceEvents, namespace) {
 		e.events.forgetPod(uid, namespace, name)
 	}
+}
+
+// covering returns the running informers of resource whose namespace
+// holds namespace's objects (namespace's own, or all namespaces').
+func (r *Registry) covering(resource Resource, namespace string) []*entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*entry
+	for k, e := range r.entries {
+		if k.Resource == resource && (k.Namespace == metav1.NamespaceAll || k.Namespace == namespace) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // TransformEvent trims an event to what spawnkit reads: name, namespace,

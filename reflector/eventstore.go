@@ -4,7 +4,6 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
@@ -46,8 +45,8 @@ func newEventStore(x *eventIndex, admit func(string, types.UID) bool, changed fu
 // initial list) hold trimmed events too.
 func (s *eventStore) Transformer() cache.TransformFunc { return TransformEvent }
 
-func (s *eventStore) Add(obj any) error    { s.put(obj, true); return nil }
-func (s *eventStore) Update(obj any) error { s.put(obj, true); return nil }
+func (s *eventStore) Add(obj any) error    { s.put(obj); return nil }
+func (s *eventStore) Update(obj any) error { s.put(obj); return nil }
 func (s *eventStore) Resync() error        { return nil }
 
 func (s *eventStore) Delete(obj any) error {
@@ -70,8 +69,10 @@ func (s *eventStore) Replace(list []any, _ string) error {
 		}
 	}
 	s.x.retain(keep)
+	// Notified as the informer's handler would be for a list: a start
+	// waiting through a relist hears of the events it brings.
 	for _, obj := range list {
-		s.put(obj, false)
+		s.put(obj)
 	}
 	s.once.Do(func() { close(s.synced) })
 	return nil
@@ -87,7 +88,7 @@ func (s *eventStore) hasSynced() bool {
 	}
 }
 
-func (s *eventStore) put(obj any, notify bool) {
+func (s *eventStore) put(obj any) {
 	raw, ok := obj.(*corev1.Event)
 	if !ok || raw.InvolvedObject.Kind != "Pod" {
 		return
@@ -108,9 +109,7 @@ func (s *eventStore) put(obj any, notify bool) {
 		s.mu.Unlock()
 	}
 	s.x.put(e)
-	if notify {
-		s.changed(e)
-	}
+	s.changed(e)
 }
 
 // holdLocked (s.mu held) keeps e until its pod appears (adopt), dropping
@@ -173,16 +172,8 @@ func (s *eventStore) pendingLen() int {
 // a server's pod from another's then, so every pod's events are kept, as
 // before the filter).
 func (r *Registry) podCached(namespace string, uid types.UID) bool {
-	r.mu.Lock()
-	var covering []*entry
-	for k, e := range r.entries {
-		if k.Resource == ResourcePods && (k.Namespace == metav1.NamespaceAll || k.Namespace == namespace) {
-			covering = append(covering, e)
-		}
-	}
-	r.mu.Unlock()
 	judged := false
-	for _, e := range covering {
+	for _, e := range r.covering(ResourcePods, namespace) {
 		if e.uids.get(uid) != nil {
 			return true
 		}
@@ -193,15 +184,7 @@ func (r *Registry) podCached(namespace string, uid types.UID) bool {
 
 // adoptEvents hands a pod a pod informer now caches its held events.
 func (r *Registry) adoptEvents(uid types.UID, namespace string) {
-	r.mu.Lock()
-	var stores []*eventStore
-	for k, e := range r.entries {
-		if k.Resource == ResourceEvents && e.store != nil && (k.Namespace == metav1.NamespaceAll || k.Namespace == namespace) {
-			stores = append(stores, e.store)
-		}
-	}
-	r.mu.Unlock()
-	for _, s := range stores {
-		s.adopt(uid)
+	for _, e := range r.covering(ResourceEvents, namespace) {
+		e.store.adopt(uid)
 	}
 }

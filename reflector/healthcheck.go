@@ -46,7 +46,9 @@ const (
 // Transport, an exec or auth-provider plugin (whose credentials hook into
 // client-go's own transport) is returned unchanged, with client-go's
 // defaults; so is a cfg whose TLS settings cannot be read (the error says
-// why).
+// why). Client certificate and CA files are read once, here (client-go
+// would reload rotated certificate files); a bearer token file is still
+// re-read, as client-go's wrappers do.
 func DetectStalls(cfg *rest.Config) (*rest.Config, error) {
 	out := rest.CopyConfig(cfg)
 	if cfg.Transport != nil || cfg.ExecProvider != nil || cfg.AuthProvider != nil {
@@ -73,6 +75,7 @@ func DetectStalls(cfg *rest.Config) (*rest.Config, error) {
 		DialContext:         dial,
 		TLSHandshakeTimeout: 10 * time.Second,
 		MaxIdleConnsPerHost: 25,
+		DisableCompression:  cfg.DisableCompression,
 	})
 	t2, err := http2.ConfigureTransports(t)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -42,7 +44,9 @@ func (c *Config) profileNamespaces() (namespaces []string, open string) {
 		return slices.Clone(c.ProfileNamespaces), ""
 	}
 	add := func(o map[string]any) {
-		if ns, ok := o["namespace"].(string); ok && ns != "" && !slices.Contains(namespaces, ns) {
+		// A name no namespace can have is refused when the profile is
+		// chosen (its objects cannot be made); it is never watched.
+		if ns, ok := o["namespace"].(string); ok && len(validation.IsDNS1123Label(ns)) == 0 && !slices.Contains(namespaces, ns) {
 			namespaces = append(namespaces, ns)
 		}
 	}

@@ -183,6 +183,18 @@ func (c *Config) validateOptions() field.ErrorList {
 	errs = append(errs, checkSeconds("start_timeout", c.StartTimeout, false)...)
 	errs = append(errs, checkSeconds("k8s_api_request_timeout", c.K8sAPIRequestTimeout, false)...)
 	errs = append(errs, checkSeconds("k8s_api_request_retry_timeout", c.K8sAPIRequestRetryTimeout, false)...)
+	errs = append(errs, checkSeconds("stop_timeout", c.StopTimeout, true)...)
+	errs = append(errs, checkSeconds("pending_timeout", c.PendingTimeout, true)...)
+	errs = append(errs, checkSeconds("creating_timeout", c.CreatingTimeout, true)...)
+	for i, ns := range c.ProfileNamespaces {
+		// Watched and trusted: an empty or invalid name would widen the
+		// watch (all namespaces) or stall the informer's sync.
+		key := fmt.Sprintf("ProfileNamespaces[%d]", i)
+		if ns == "" {
+			errs = append(errs, field.Required(field.NewPath(key), "a namespace name (empty would mean every namespace)"))
+		}
+		errs = append(errs, checkName(key, ns, validation.IsDNS1123Label)...)
+	}
 	if c.DeleteGracePeriod != nil {
 		errs = append(errs, checkSeconds("delete_grace_period", *c.DeleteGracePeriod, true)...)
 	}
