@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -129,6 +130,10 @@ type Cluster struct {
 	// PodCIDR is the range pods get their IPs from, as "127.X.0.0/16"
 	// (Lifecycle only; empty otherwise).
 	PodCIDR string
+	// ServerVersion is what the API server reports through discovery
+	// (/version): the Kubernetes release actually under test, whichever
+	// binary directory was picked.
+	ServerVersion *version.Info
 
 	env      *envtest.Environment
 	procs    []*process
@@ -206,7 +211,10 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return c, err
 	}
 	c.Timings.ControlPlane = time.Since(begin)
-	fmt.Fprintf(progress, "testcluster: api server ready at %s in %s\n", c.Config.Host, c.Timings.ControlPlane.Round(time.Millisecond))
+	if c.ServerVersion, err = c.Client.Discovery().ServerVersion(); err != nil {
+		return c, fmt.Errorf("reading the API server's version: %w", err)
+	}
+	fmt.Fprintf(progress, "testcluster: api server %s ready at %s in %s\n", c.ServerVersion.GitVersion, c.Config.Host, c.Timings.ControlPlane.Round(time.Millisecond))
 	if err := ctx.Err(); err != nil {
 		return c, err
 	}

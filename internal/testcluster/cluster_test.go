@@ -381,19 +381,35 @@ func TestStopLeavesNoProcesses(t *testing.T) {
 	}
 }
 
-func TestVersionsMatchToolsModule(t *testing.T) {
-	gomod, err := os.ReadFile(filepath.Join("..", "tools", "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := testcluster.PinnedVersions()
-	for mod, want := range map[string]string{"k8s.io/kubernetes": v.Kubernetes, "go.etcd.io/etcd/server/v3": v.Etcd} {
-		re := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(mod) + `\s+(\S+)`)
-		m := re.FindSubmatch(gomod)
-		if m == nil || string(m[1]) != want {
-			t.Errorf("internal/tools/go.mod requires %s %s, versions.env says %s", mod, m, want)
+// Every row of versions.txt has a tools module file that builds exactly
+// its versions, and go.mod (the module editors and `go` in internal/tools
+// see) is the newest row's.
+func TestVersionsMatchToolsModules(t *testing.T) {
+	rows := testcluster.SupportedVersions()
+	check := func(file string, v testcluster.Versions) {
+		mod, err := os.ReadFile(filepath.Join("..", "tools", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for dep, want := range map[string]string{
+			"k8s.io/kubernetes":         v.Kubernetes,
+			"go.etcd.io/etcd/server/v3": v.Etcd,
+			"k8s.io/component-base":     "v0." + strings.TrimPrefix(v.Kubernetes, "v1."),
+		} {
+			re := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(dep) + `\s+(v\S+)\s*$`)
+			m := re.FindSubmatch(mod)
+			if m == nil || string(m[1]) != want {
+				t.Errorf("internal/tools/%s requires %s %q, versions.txt row %s says %s", file, dep, m, v.Minor, want)
+			}
+		}
+		if _, err := os.Stat(filepath.Join("..", "tools", strings.TrimSuffix(file, ".mod")+".sum")); err != nil {
+			t.Errorf("internal/tools/%s has no go.sum beside it: %v", file, err)
 		}
 	}
+	for _, v := range rows {
+		check(filepath.Join("mod", v.Minor+".mod"), v)
+	}
+	check("go.mod", rows[len(rows)-1])
 	// Under `make test` the binary directory comes from build.sh; it must
 	// be the one DefaultBinDir computes, or a plain `go test` would look
 	// elsewhere.
@@ -404,6 +420,39 @@ func TestVersionsMatchToolsModule(t *testing.T) {
 		}
 		if dir != want {
 			t.Errorf("build.sh built into %s, DefaultBinDir is %s", dir, want)
+		}
+	}
+}
+
+// The API server under test is the release SPAWNKIT_K8S selected (the
+// newest when unset): a matrix run whose binaries were mixed up fails here
+// rather than reporting one version's results as another's.
+func TestServerIsSelectedVersion(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	want, err := testcluster.SelectedVersions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDir, err := testcluster.BinDirFor(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir := os.Getenv("SPAWNKIT_TESTBIN"); dir != "" && dir != wantDir {
+		t.Skipf("SPAWNKIT_TESTBIN=%s is not build.sh's directory for Kubernetes %s (%s): binaries of unknown version", dir, want.Minor, wantDir)
+	}
+	if got := c.ServerVersion.GitVersion; got != want.Kubernetes {
+		t.Errorf("API server reports %s, SPAWNKIT_K8S selected %s", got, want.Kubernetes)
+	}
+	// The other components are the same release: the controller-manager's
+	// and scheduler's /version are not served without authn wiring, so ask
+	// the binaries themselves.
+	for _, name := range []string{"kube-scheduler", "kube-controller-manager"} {
+		out, err := exec.Command(filepath.Join(wantDir, name), "--version").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s --version: %v: %s", name, err, out)
+		}
+		if got := strings.TrimSpace(string(out)); got != "Kubernetes "+want.Kubernetes {
+			t.Errorf("%s --version = %q, want Kubernetes %s", name, got, want.Kubernetes)
 		}
 	}
 }

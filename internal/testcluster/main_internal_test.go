@@ -88,3 +88,41 @@ func TestTestPackageIsTheImportPath(t *testing.T) {
 		t.Errorf("testPackage() = %q, want %q", got, want)
 	}
 }
+
+func TestVersionsTable(t *testing.T) {
+	rows := SupportedVersions()
+	if rows[0].Minor != "1.32" || rows[len(rows)-1].Minor != "1.37" {
+		t.Errorf("supported minors %s..%s, want 1.32..1.37 (README states that range)", rows[0].Minor, rows[len(rows)-1].Minor)
+	}
+	for _, tc := range []struct{ env, want, err string }{
+		{"", rows[len(rows)-1].Kubernetes, ""},
+		{"1.32", rows[0].Kubernetes, ""},
+		{"v1.32", rows[0].Kubernetes, ""},
+		{" 1.34 ", "v1.34.4", ""},
+		{"1.31", "", "SPAWNKIT_K8S=1.31 is not a supported Kubernetes minor (internal/testcluster/versions.txt has 1.32, 1.33, 1.34, 1.35, 1.36, 1.37)"},
+		{"1.3", "", "SPAWNKIT_K8S=1.3 is not"},
+		{"latest", "", "SPAWNKIT_K8S=latest is not"},
+	} {
+		v, err := selectVersions(rows, tc.env)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("selectVersions(%q) = %v, %v; want error %q", tc.env, v, err, tc.err)
+		case tc.err == "" && (err != nil || v.Kubernetes != tc.want):
+			t.Errorf("selectVersions(%q) = %v, %v; want %s", tc.env, v, err, tc.want)
+		}
+	}
+	for _, bad := range []string{
+		"1.32 v1.32.2 v3.5.16\n",                               // missing kwok
+		"1.32 v1.33.2 v3.5.16 v0.8.0\n",                        // wrong minor
+		"1.33 v1.33.2 e k\n1.32 v1.32.2 e k\n",                 // out of order
+		"1.9 v1.9.1 e k\n1.10 v1.10.1 e k\n1.10 v1.10.1 e k\n", // duplicate
+		"# only comments\n",
+	} {
+		if _, err := parseVersions(bad); err == nil {
+			t.Errorf("parseVersions(%q) accepted a malformed table", bad)
+		}
+	}
+	if _, err := parseVersions("1.9 v1.9.1 e k\n1.10 v1.10.1 e k\n"); err != nil {
+		t.Errorf("1.9 before 1.10 refused: %v", err)
+	}
+}
