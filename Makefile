@@ -4,13 +4,16 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: all testbin test vet fmt-check quickstart cluster bench bench-report
+.PHONY: all testbin test test-matrix vet fmt-check quickstart cluster bench bench-report
 
 all: test
 
 # Builds etcd, kube-apiserver, kube-scheduler, kube-controller-manager and
 # kwok from the Go module proxy into ~/.cache/spawnkit/testbin/<versions>/
-# (once; later runs reuse them) and prints that directory.
+# (once; later runs reuse them) and prints that directory. SPAWNKIT_K8S=1.34
+# picks another supported minor (internal/testcluster/versions.txt) for
+# testbin, test, quickstart, cluster, bench and bench-report; the default is
+# the newest.
 testbin:
 	@internal/tools/build.sh
 
@@ -38,6 +41,13 @@ quickstart:
 cluster:
 	@testbin=$$(internal/tools/build.sh); \
 	SPAWNKIT_TESTBIN=$$testbin $(GO) run ./examples/devcluster
+
+# The whole suite once per supported Kubernetes minor, then one table:
+# minor, the API server release reported, packages passed, skipped tests
+# with their reasons (also written to test-matrix.md). Builds each minor's
+# binaries on first use (minutes each). MINORS=1.32,1.37 runs some.
+test-matrix:
+	@$(GO) run ./internal/testmatrix -out test-matrix.md $(if $(MINORS),-minors $(MINORS))
 
 bench:
 	@testbin=$$(internal/tools/build.sh); \

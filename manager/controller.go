@@ -40,6 +40,14 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.started = true
 	m.mu.Unlock()
+	// Once, before any watch: a server older than spawnkit supports is
+	// refused with its version rather than misbehaving later.
+	info, err := spawner.CheckServerVersion(ctx, m.opts.Client)
+	if err != nil {
+		close(m.ready)
+		return fmt.Errorf("manager: %w", err)
+	}
+	log.V(1).Info("API server", "version", info.GitVersion)
 	if m.lease != nil {
 		if err := leader.Check(ctx, *m.lease); err != nil {
 			m.observeLease(err)

@@ -17,9 +17,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
@@ -550,4 +554,32 @@ func TestCompactionAndAPIServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(t, m, late, "running", phaseIs(PhaseRunning))
+}
+
+// Start refuses a server older than spawnkit supports before it watches
+// anything, with an error naming the version, and Ready does not hang.
+func TestStartRefusesOldServer(t *testing.T) {
+	client := fake.NewClientset()
+	client.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{Major: "1", Minor: "31", GitVersion: "v1.31.14"}
+	reg, err := reflector.New(reflector.Options{Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	m, err := New(Options{Client: client, Registry: reg, Config: baseConfig("hub")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.Start(t.Context())
+	if !errors.Is(err, spawner.ErrServerTooOld) || !strings.Contains(err.Error(), "v1.31.14") {
+		t.Fatalf("Start on a 1.31 server = %v, want ErrServerTooOld naming v1.31.14", err)
+	}
+	if err := m.WaitReady(t.Context()); err == nil {
+		t.Error("WaitReady succeeded on a Manager that refused to start")
+	}
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "list" || a.GetVerb() == "watch" {
+			t.Errorf("Start %s %s before refusing the server", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
 }
