@@ -4,7 +4,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: all testbin test test-matrix vet fmt-check quickstart cluster bench bench-report
+.PHONY: all testbin test test-oldest test-matrix vet fmt-check quickstart cluster bench bench-report
 
 all: test
 
@@ -48,6 +48,14 @@ cluster:
 # binaries on first use (minutes each). MINORS=1.32,1.37 runs some.
 test-matrix:
 	@$(GO) run ./internal/testmatrix -out test-matrix.md $(if $(MINORS),-minors $(MINORS))
+
+# The packages whose behaviour depends on the API server, on the oldest
+# supported minor (the first row of versions.txt); CI runs this after
+# `make test`, which covers the newest.
+OLDEST_K8S := $(shell awk '!/^\#/ && NF {print $$1; exit}' internal/testcluster/versions.txt)
+SERVER_PACKAGES := ./internal/testcluster ./reflector ./spawner ./manager ./orphan ./cmd/spawnkit-service
+test-oldest:
+	@$(GO) run ./internal/testmatrix -minors $(OLDEST_K8S) -packages "$(SERVER_PACKAGES)" -out test-oldest.md
 
 bench:
 	@testbin=$$(internal/tools/build.sh); \

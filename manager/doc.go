@@ -41,7 +41,9 @@
 //
 // # Recovery, shutdown and leader election
 //
-// Start recovers every server from the State its pod records (and seeded
+// Start first checks the API server's version (spawner.CheckServerVersion:
+// older than 1.32 is refused, naming the version). It then recovers every
+// server from the State its pod records (and seeded
 // servers without a pod as stopped), resuming starts found in flight.
 // It watches every namespace a server can be in: the configured one and
 // each a profile names (all, with enable_user_namespaces), so a server a

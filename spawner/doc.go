@@ -217,6 +217,21 @@
 // KubeSpawner's objects with the selector
 // "app.kubernetes.io/managed-by in (spawnkit,kubespawner)".
 //
+// # Kubernetes versions
+//
+// spawnkit supports Kubernetes 1.32 to 1.37 and its tests run on each
+// (README.md, "Kubernetes versions"). CheckServerVersion reads the API
+// server's version once through discovery and refuses a server older than
+// 1.MinServerMinor with an error (ErrServerTooOld) that names both; the
+// Manager calls it before its first watch. Across the supported range
+// spawnkit sends the same objects and reads the same fields. Env var
+// names are checked at load with the relaxed rule (any printable ASCII
+// but '=') that every supported server applies by default; on a 1.32 or
+// 1.33 server whose operator turned RelaxedEnvironmentVariableValidation
+// off, a name that is not a C identifier fails at create with the API
+// server's own error naming the variable. client-go falls back from a
+// streaming list to a paged one on a server that does not stream.
+//
 // # Not supported
 //
 // KubeSpawner options that only make sense inside JupyterHub's Python
