@@ -92,6 +92,7 @@ type result struct {
 	passed  int
 	total   int
 	failed  []string
+	tests   map[string][]string // failed package -> its failed top-level tests
 	skips   []skip
 	took    time.Duration
 	err     error // the run itself failed (build, go test could not start)
@@ -175,6 +176,13 @@ func (r *result) read(in io.Reader) {
 			r.skips = append(r.skips, skip{test: shortPkg(e.Package) + "." + e.Test, reason: lastOutput[e.Package+" "+e.Test]})
 		case "pass", "fail":
 			if e.Test != "" {
+				if e.Action == "fail" && !strings.Contains(e.Test, "/") {
+					if r.tests == nil {
+						r.tests = map[string][]string{}
+					}
+					p := shortPkg(e.Package)
+					r.tests[p] = append(r.tests[p], e.Test)
+				}
 				continue
 			}
 			r.total++
@@ -213,7 +221,14 @@ func render(results []result, at time.Time) string {
 		} else if !slices.Equal(r.servers, []string{r.v.Kubernetes}) {
 			server += " (expected " + r.v.Kubernetes + ")"
 		}
-		failed := strings.Join(r.failed, ", ")
+		var fails []string
+		for _, p := range r.failed {
+			if ts := r.tests[p]; len(ts) > 0 {
+				p += " (" + strings.Join(ts, ", ") + ")"
+			}
+			fails = append(fails, p)
+		}
+		failed := strings.Join(fails, ", ")
 		if r.err != nil {
 			failed = strings.TrimSpace(failed + " " + r.err.Error())
 		}
