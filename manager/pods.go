@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"slices"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -13,8 +14,21 @@ import (
 // its servers can be in: the configured one and the profiles' (one
 // informer each, so a Role per namespace is enough), or the one informer
 // of all namespaces with enable_user_namespaces.
+//
+// Release may run while Health reads Status from another goroutine (a
+// readiness probe during shutdown): handles is guarded by mu, and the
+// other methods work on a snapshot of it, so a released set reads as
+// empty and unsynced rather than racing.
 type podSet struct {
+	mu      sync.Mutex
 	handles []*reflector.Pods
+}
+
+// snapshot is the informers held now (none once released).
+func (s *podSet) snapshot() []*reflector.Pods {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handles
 }
 
 // watchedNamespaces are the namespaces the Manager's informers cover:
@@ -36,17 +50,22 @@ func acquirePods(ctx context.Context, r *reflector.Registry, namespaces []string
 			s.Release()
 			return nil, err
 		}
+		s.mu.Lock()
 		s.handles = append(s.handles, p)
+		s.mu.Unlock()
 	}
 	return s, nil
 }
 
 // Release releases every informer.
 func (s *podSet) Release() {
-	for _, p := range s.handles {
+	s.mu.Lock()
+	handles := s.handles
+	s.handles = nil
+	s.mu.Unlock()
+	for _, p := range handles {
 		p.Release()
 	}
-	s.handles = nil
 }
 
 // Observe calls fn for every pod change in any of the namespaces.
@@ -57,7 +76,7 @@ func (s *podSet) Observe(fn func(pod *reflector.Pod, deleted bool)) (remove func
 			r()
 		}
 	}
-	for _, p := range s.handles {
+	for _, p := range s.snapshot() {
 		r, err := p.Observe(fn)
 		if err != nil {
 			remove()
@@ -70,7 +89,7 @@ func (s *podSet) Observe(fn func(pod *reflector.Pod, deleted bool)) (remove func
 
 // WaitForSync waits until every informer has synced.
 func (s *podSet) WaitForSync(ctx context.Context) error {
-	for _, p := range s.handles {
+	for _, p := range s.snapshot() {
 		if err := p.WaitForSync(ctx); err != nil {
 			return err
 		}
@@ -80,11 +99,12 @@ func (s *podSet) WaitForSync(ctx context.Context) error {
 
 // List returns every cached pod of every namespace.
 func (s *podSet) List(ctx context.Context) ([]*reflector.Pod, error) {
-	if len(s.handles) == 1 {
-		return s.handles[0].List(ctx, metav1.NamespaceAll)
+	handles := s.snapshot()
+	if len(handles) == 1 {
+		return handles[0].List(ctx, metav1.NamespaceAll)
 	}
 	var out []*reflector.Pod
-	for _, p := range s.handles {
+	for _, p := range handles {
 		list, err := p.List(ctx, metav1.NamespaceAll)
 		if err != nil {
 			return nil, err
@@ -96,7 +116,7 @@ func (s *podSet) List(ctx context.Context) ([]*reflector.Pod, error) {
 
 // informerOf is the informer that holds namespace's pods, if any.
 func (s *podSet) informerOf(namespace string) *reflector.Pods {
-	for _, p := range s.handles {
+	for _, p := range s.snapshot() {
 		if ns := p.Namespace(); ns == metav1.NamespaceAll || ns == namespace {
 			return p
 		}
@@ -128,7 +148,7 @@ func (s *podSet) Status() reflector.Status {
 	var out reflector.Status
 	objects, synced := 0, true
 	picked := false
-	for _, p := range s.handles {
+	for _, p := range s.snapshot() {
 		st := p.Status()
 		objects += st.Objects
 		synced = synced && st.Synced

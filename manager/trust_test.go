@@ -594,3 +594,54 @@ func TestStartRefusesOldServer(t *testing.T) {
 		}
 	}
 }
+
+// Health is read by readiness probes while Start shuts down: reading it
+// in a loop across the end of Start is race-free (go test -race) and ends
+// unsynced, never with a stale healthy cache. The service's failover test
+// first caught this as a race between podSet.Release and Status.
+func TestHealthDuringShutdown(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	ns := newNamespace(t)
+	reg, err := reflector.New(reflector.Options{Config: c.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	m, err := New(Options{Client: c.Client, Registry: reg, Config: baseConfig(ns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Start(ctx) }()
+	if err := m.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	reads := make(chan int, 1)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				reads <- n
+				return
+			default:
+				_ = m.Health()
+				n++
+			}
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	if n := <-reads; n == 0 {
+		t.Fatal("Health was never read")
+	}
+	if h := m.Health(); h.Running || h.Pods.Synced {
+		t.Errorf("Health after Start returned: %+v; want not running and no synced cache", h)
+	}
+}
