@@ -229,8 +229,8 @@
 // but '=') that every supported server applies by default; on a 1.32 or
 // 1.33 server whose operator turned RelaxedEnvironmentVariableValidation
 // off, a name that is not a C identifier fails at create with the API
-// server's own error naming the variable. client-go falls back from a
-// streaming list to a paged one on a server that does not stream.
+// server's own error naming the variable. The server-dependent tests
+// (reflector, spawner, manager, orphan, the service) run on 1.32 and 1.37.
 //
 // # Not supported
 //

@@ -13,12 +13,10 @@ import (
 )
 
 // MinServerMinor is the oldest Kubernetes minor (1.MinServerMinor) spawnkit
-// supports and is tested on (internal/testcluster/versions.txt). Older
-// servers differ in ways spawnkit does not paper over: env var names
-// outside C identifiers are refused before 1.32 unless a feature gate is
-// turned on, sidecar containers and the PodReadyToStartContainers
-// condition are not always there, and streaming lists (WatchList) are
-// unknown, so an informer's list costs what it did in 2022.
+// supports (internal/testcluster/versions.txt). spawnkit is not tested on
+// older servers, and they differ in what it relies on: before 1.32, env
+// var names outside C identifiers are refused unless the alpha
+// RelaxedEnvironmentVariableValidation gate is turned on.
 const MinServerMinor = 32
 
 // ErrServerTooOld is wrapped by CheckServerVersion's error for a server
