@@ -229,8 +229,21 @@
 // but '=') that every supported server applies by default; on a 1.32 or
 // 1.33 server whose operator turned RelaxedEnvironmentVariableValidation
 // off, a name that is not a C identifier fails at create with the API
-// server's own error naming the variable. The server-dependent tests
-// (reflector, spawner, manager, orphan, the service) run on 1.32 and 1.37.
+// server's own error naming the variable.
+//
+// A server can make a pod without a field spawnkit sent: an older release
+// does not know it (hostnameOverride before 1.34), or knows it behind a
+// feature gate that is off (hostUsers on 1.32, schedulingGroup on every
+// supported release), or an admission webhook removes it; the API server
+// answers the create with success either way. Start compares the pod
+// the server returned with the one it sent (presence of every field,
+// not values, which the server may normalise) and, when a field is
+// missing, fails with a *FieldsDroppedError (Step pod, Reason Invalid)
+// naming the fields and the server's version, and deletes the pod: the
+// server configured is never silently replaced by a lesser one.
+// KubeSpawner runs such a pod as the server made it. The server-dependent
+// tests (reflector, spawner, manager, orphan, the service) run on 1.32
+// and 1.37 in CI, and on every supported minor under make test-matrix.
 //
 // # Not supported
 //

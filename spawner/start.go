@@ -305,6 +305,9 @@ func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *Objects, h sta
 		return s.failStart(ctx, run, step, reason, err)
 	}
 	run.pod = created.UID
+	if err := s.checkKept(ctx, o.Pod, created); err != nil {
+		return "", fail(StepPod, ReasonInvalid, err)
+	}
 	s.mu.Lock()
 	s.state = o.State.clone()
 	s.mu.Unlock()

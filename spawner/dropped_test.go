@@ -1,0 +1,188 @@
+package spawner
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/manifest"
+	"github.com/spawnkit/spawnkit/naming"
+)
+
+func TestDroppedFields(t *testing.T) {
+	sent := func() *corev1.PodSpec {
+		return &corev1.PodSpec{
+			HostUsers:       ptr.To(false),
+			SecurityContext: &corev1.PodSecurityContext{},
+			Containers: []corev1.Container{{
+				Name: "notebook", Image: "lab",
+				Resources:    corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000m")}},
+				ResizePolicy: []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired}},
+				Env:          []corev1.EnvVar{{Name: "A", Value: ""}, {Name: "B", Value: "b"}},
+			}},
+			Tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}, {Key: "spot", Operator: corev1.TolerationOpExists}},
+		}
+	}
+	cases := []struct {
+		name string
+		edit func(got *corev1.PodSpec)
+		want []string
+	}{
+		{"identical", func(*corev1.PodSpec) {}, nil},
+		{"additions and normalised values are no loss", func(got *corev1.PodSpec) {
+			got.SecurityContext = nil // {} sent: nothing to lose
+			got.RestartPolicy = corev1.RestartPolicyAlways
+			got.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("1")
+			got.Containers[0].TerminationMessagePath = "/dev/termination-log"
+			// A webhook puts a container and a toleration first.
+			got.Containers = append([]corev1.Container{{Name: "proxy", Image: "envoy"}}, got.Containers...)
+			got.Tolerations = append([]corev1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists}}, got.Tolerations...)
+		}, nil},
+		{"a gated field cleared", func(got *corev1.PodSpec) { got.HostUsers = nil }, []string{"spec.hostUsers"}},
+		{"a field of a named entry", func(got *corev1.PodSpec) { got.Containers[0].ResizePolicy = nil },
+			[]string{"spec.containers[notebook].resizePolicy"}},
+		{"a named entry", func(got *corev1.PodSpec) { got.Containers[0].Env = got.Containers[0].Env[1:] },
+			[]string{"spec.containers[notebook].env[A]"}},
+		{"a whole list", func(got *corev1.PodSpec) { got.Tolerations = nil }, []string{"spec.tolerations"}},
+		{"an unnamed entry", func(got *corev1.PodSpec) {
+			// The one left is spot's, not a stand-in for gpu's.
+			got.Tolerations = got.Tolerations[1:]
+		}, []string{"spec.tolerations[0]"}},
+		{"an unnamed entry's value rewritten is no loss", func(got *corev1.PodSpec) {
+			got.Tolerations[1].Key = "preemptible"
+		}, nil},
+		{"a field of an unnamed entry", func(got *corev1.PodSpec) { got.Tolerations[0].Operator = "" },
+			[]string{"spec.tolerations[0].operator"}},
+		{"several, sorted", func(got *corev1.PodSpec) { got.Tolerations, got.HostUsers = nil, nil },
+			[]string{"spec.hostUsers", "spec.tolerations"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := sent()
+			tc.edit(got)
+			dropped, err := droppedFields(sent(), got, "spec")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(dropped, tc.want) {
+				t.Errorf("dropped = %q, want %q", dropped, tc.want)
+			}
+		})
+	}
+}
+
+func TestFieldsDroppedErrorNamesAll(t *testing.T) {
+	e := &FieldsDroppedError{Namespace: "ns", Name: "jupyter-a", Fields: []string{"spec.hostUsers", "spec.resources"}, ServerVersion: "v1.32.13"}
+	msg := e.Error()
+	for _, want := range []string{"v1.32.13", "ns/jupyter-a", "spec.hostUsers, spec.resources", "feature gate"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q lacks %q", msg, want)
+		}
+	}
+}
+
+// TestServerDropsFields starts servers with pod fields that some
+// supported API servers drop, on whichever release the cluster runs
+// (make test-matrix runs it on each): where the server keeps the field
+// the server starts with it; where it drops it the start fails naming the
+// field and the server's version, and leaves no pod behind.
+//
+//   - hostUsers (user namespaces): gate UserNamespacesSupport, off by
+//     default until 1.33, so 1.32 clears it.
+//   - hostnameOverride: unknown before 1.34, alpha (off) in 1.34, on from
+//     1.35.
+//   - schedulingGroup: gate GenericWorkload, off in every supported
+//     release (alpha 1.35, beta off 1.37).
+func TestServerDropsFields(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	minor, ok := leadingInt(c.ServerVersion.Minor)
+	if !ok {
+		t.Fatalf("cannot read the server's minor from %+v", c.ServerVersion)
+	}
+	cases := []struct {
+		field, key, value string
+		kept              bool
+	}{
+		{"spec.hostUsers", "hostUsers", `false`, minor >= 33},
+		{"spec.hostnameOverride", "hostnameOverride", `"lab"`, minor >= 35},
+		{"spec.schedulingGroup", "schedulingGroup", `{"podGroupName":"g"}`, false},
+	}
+	for i, tc := range cases {
+		t.Run(tc.key, func(t *testing.T) {
+			t.Parallel()
+			ns := newNamespace(t)
+			cfg := baseConfig(ns)
+			cfg.Pod.ExtraPodConfig = manifest.Overrides{{Key: tc.key, Value: json.RawMessage(tc.value)}}
+			s := newSpawner(t, naming.Server{Username: "dropped-" + string(rune('a'+i))}, cfg)
+			ctx := ctxTimeout(t, 60*time.Second)
+			_, err := s.Start(ctx, hubStart())
+			t.Logf("%s on %s: %v", tc.field, c.ServerVersion.GitVersion, err)
+			if tc.kept {
+				if err != nil {
+					t.Fatalf("Start = %v; the server keeps %s", err, tc.field)
+				}
+				return
+			}
+			var se *StartError
+			var de *FieldsDroppedError
+			if !errors.As(err, &se) || se.Step != StepPod || se.Reason != ReasonInvalid || !errors.As(err, &de) {
+				t.Fatalf("Start = %v; want a StartError at pod, Invalid, with a FieldsDroppedError", err)
+			}
+			if !slices.Equal(de.Fields, []string{tc.field}) || de.ServerVersion != c.ServerVersion.GitVersion ||
+				!strings.Contains(err.Error(), tc.field) {
+				t.Errorf("error %+v; want the field %s and version %s", de, tc.field, c.ServerVersion.GitVersion)
+			}
+			// The failed start deleted its pod (the namespace is this
+			// test's alone).
+			for {
+				pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(pods.Items) == 0 {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatalf("the pod the server made without %s is still there: %s", tc.field, pods.Items[0].Name)
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDroppedFields is the check's cost per start on a pod as
+// spawnkit renders it with KubeSpawner's defaults (compare a start's
+// client CPU in the README's performance table, about 2 ms).
+func BenchmarkDroppedFields(b *testing.B) {
+	sent := &corev1.PodSpec{
+		Containers: []corev1.Container{{
+			Name: "notebook", Image: "quay.io/jupyter/base-notebook:2024-01-01", Args: []string{"jupyterhub-singleuser"},
+			Env:          []corev1.EnvVar{{Name: "JUPYTERHUB_API_TOKEN", Value: "t"}, {Name: "JUPYTERHUB_USER", Value: "alice"}, {Name: "MEM_GUARANTEE", Value: "1G"}},
+			Ports:        []corev1.ContainerPort{{Name: "notebook-port", ContainerPort: 8888}},
+			Resources:    corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1G")}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "volume-alice", MountPath: "/home/jovyan"}},
+		}},
+		Volumes:         []corev1.Volume{{Name: "volume-alice", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "claim-alice"}}}},
+		SecurityContext: &corev1.PodSecurityContext{FSGroup: ptr.To[int64](100)},
+		Tolerations:     []corev1.Toleration{{Key: "hub.jupyter.org/dedicated", Operator: corev1.TolerationOpEqual, Value: "user", Effect: corev1.TaintEffectNoSchedule}},
+	}
+	got := sent.DeepCopy()
+	got.RestartPolicy, got.DNSPolicy = corev1.RestartPolicyOnFailure, corev1.DNSClusterFirst
+	b.ReportAllocs()
+	for b.Loop() {
+		if d, err := droppedFields(sent, got, "spec"); err != nil || d != nil {
+			b.Fatal(d, err)
+		}
+	}
+}
