@@ -95,7 +95,7 @@ type result struct {
 	tests   map[string][]string // failed package -> its failed top-level tests
 	skips   []skip
 	took    time.Duration // the tests, without the binaries' build
-	err     error // the run itself failed (build, go test could not start)
+	err     error         // the run itself failed (build, go test could not start)
 }
 
 // event is one line of `go test -json` (cmd/test2json).
