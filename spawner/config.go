@@ -162,6 +162,14 @@ type Config struct {
 	DeleteStoppedPods         *bool    `json:"delete_stopped_pods"`           // default true
 	EventsEnabled             *bool    `json:"events_enabled"`                // default true
 	FatalReasons              []string `json:"fatal_reasons"`                 // spawnkit's own; default DefaultFatalReasons
+	// AllowedDroppedFields are pod fields the API server may make the
+	// pod without and the start still go on (spawnkit's own; by default
+	// a dropped field fails the start with a *FieldsDroppedError): a path
+	// as that error names it ("spec.hostUsers",
+	// "spec.containers[notebook].resources.limits.cpu") allows itself
+	// and everything beneath it, "*" allows any. A field allowed and
+	// dropped is reported in the start's progress.
+	AllowedDroppedFields []string `json:"allowed_dropped_fields"`
 	// EventMessageRules rewrite or drop the messages of the pod's
 	// Kubernetes events before they reach the hub's progress (spawnkit's
 	// own; KubeSpawner shows every event as it is, #910, #916): the

@@ -240,7 +240,9 @@
 // not values, which the server may normalise) and, when a field is
 // missing, fails with a *FieldsDroppedError (Step pod, Reason Invalid)
 // naming the fields and the server's version, and deletes the pod: the
-// server configured is never silently replaced by a lesser one.
+// server configured is never silently replaced by a lesser one. Fields
+// listed in allowed_dropped_fields (a path covers what is beneath it;
+// "*" any) may be dropped: the start goes on and its progress names them.
 // KubeSpawner runs such a pod as the server made it. The server-dependent
 // tests (reflector, spawner, manager, orphan, the service) run on 1.32
 // and 1.37 in CI, and on every supported minor under make test-matrix.

@@ -19,7 +19,8 @@ import (
 // clears it before validation, without a warning) or one an admission
 // webhook removed. Running that pod would run a server other than the one
 // configured (without hostUsers: false, without pod-level resources), so
-// the start fails and the pod is deleted, as after any failed start.
+// the start fails and the pod is deleted, as after any failed start,
+// unless allowed_dropped_fields allows the fields.
 type FieldsDroppedError struct {
 	Namespace, Name string
 	// Fields are the paths spawnkit sent that the created pod lacks, in
@@ -39,15 +40,17 @@ func (e *FieldsDroppedError) Error() string {
 	}
 	return fmt.Sprintf("%s made pod %s/%s without %s: its version does not know the field, "+
 		"the feature gate the field needs is off, or an admission webhook removed it; "+
-		"remove it from the configuration or run a server that keeps it",
+		"remove it from the configuration, run a server that keeps it, or allow it in allowed_dropped_fields",
 		server, e.Namespace, e.Name, strings.Join(e.Fields, ", "))
 }
 
 // checkKept returns a *FieldsDroppedError when created lacks a field of
-// sent's spec. Only presence is compared: the API server may normalise a
-// value ("1000m" CPU read back as "1") or add fields (defaults, admission
-// plugins), and neither is a loss.
-func (s *Spawner) checkKept(ctx context.Context, sent, created *corev1.Pod) error {
+// sent's spec that allowed (allowed_dropped_fields) does not cover; the
+// allowed ones it reports in the start's progress. Only presence is
+// compared: the API server may normalise a value ("1000m" CPU read back
+// as "1") or add fields (defaults, admission plugins), and neither is a
+// loss.
+func (s *Spawner) checkKept(ctx context.Context, sent, created *corev1.Pod, allowed []string, em *emitter) error {
 	dropped, err := droppedFields(&sent.Spec, &created.Spec, "spec")
 	if err != nil {
 		return fmt.Errorf("comparing pod %s/%s with the pod sent: %w", created.Namespace, created.Name, err)
@@ -55,13 +58,42 @@ func (s *Spawner) checkKept(ctx context.Context, sent, created *corev1.Pod) erro
 	if len(dropped) == 0 {
 		return nil
 	}
-	e := &FieldsDroppedError{Namespace: created.Namespace, Name: created.Name, Fields: dropped}
-	// Read only on this rare path: the version helps the operator, and a
-	// failure to read it must not hide the error itself.
-	if info, err := serverVersion(ctx, s.b.client); err == nil {
-		e.ServerVersion = describeVersion(info)
+	var refused, let []string
+	for _, f := range dropped {
+		if slices.ContainsFunc(allowed, func(a string) bool { return covered(f, a) }) {
+			let = append(let, f)
+		} else {
+			refused = append(refused, f)
+		}
 	}
-	return e
+	// Read only on this rare path: the version helps the operator, and a
+	// failure to read it must not hide what was dropped.
+	version := ""
+	if info, err := serverVersion(ctx, s.b.client); err == nil {
+		version = describeVersion(info)
+	}
+	if len(let) > 0 {
+		server := "The API server"
+		if version != "" {
+			server += " (" + version + ")"
+		}
+		em.note(-1, fmt.Sprintf("%s made pod %s/%s without %s (allowed by allowed_dropped_fields)",
+			server, created.Namespace, created.Name, strings.Join(let, ", ")))
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	return &FieldsDroppedError{Namespace: created.Namespace, Name: created.Name, Fields: refused, ServerVersion: version}
+}
+
+// covered reports whether the allowed_dropped_fields entry a covers the
+// dropped field path f: "*", f itself, or a path f is beneath.
+func covered(f, a string) bool {
+	if a == "*" || f == a {
+		return true
+	}
+	rest, ok := strings.CutPrefix(f, a)
+	return ok && (rest[0] == '.' || rest[0] == '[')
 }
 
 // droppedFields lists the paths (under prefix) set in sent and missing in

@@ -80,6 +80,32 @@ func TestDroppedFields(t *testing.T) {
 	}
 }
 
+func TestAllowedDroppedFieldsCover(t *testing.T) {
+	for _, tc := range []struct {
+		f, allowed string
+		want       bool
+	}{
+		{"spec.hostUsers", "*", true},
+		{"spec.hostUsers", "spec.hostUsers", true},
+		{"spec.hostUsers", "spec.host", false},
+		{"spec.hostUsers", "spec", true},
+		{"spec.containers[notebook].resources.limits.cpu", "spec.containers[notebook].resources", true},
+		{"spec.containers[notebook].resources.limits.cpu", "spec.containers", true},
+		{"spec.containers[notebook].resizePolicy", "spec.containers[note", false},
+		{"spec.tolerations[0]", "spec.tolerations[1]", false},
+	} {
+		if got := covered(tc.f, tc.allowed); got != tc.want {
+			t.Errorf("covered(%q, %q) = %v, want %v", tc.f, tc.allowed, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "hostUsers", "metadata.labels", "spec-hostUsers"} {
+		data, _ := json.Marshal(map[string]any{"image": "lab", "allowed_dropped_fields": []string{bad}})
+		if _, err := LoadConfig(data); err == nil || !strings.Contains(err.Error(), "allowed_dropped_fields[0]") {
+			t.Errorf("allowed_dropped_fields %q: LoadConfig = %v, want an error naming it", bad, err)
+		}
+	}
+}
+
 func TestFieldsDroppedErrorNamesAll(t *testing.T) {
 	e := &FieldsDroppedError{Namespace: "ns", Name: "jupyter-a", Fields: []string{"spec.hostUsers", "spec.resources"}, ServerVersion: "v1.32.13"}
 	msg := e.Error()
@@ -116,6 +142,28 @@ func TestServerDropsFields(t *testing.T) {
 		{"spec.hostnameOverride", "hostnameOverride", `"lab"`, minor >= 35},
 		{"spec.schedulingGroup", "schedulingGroup", `{"podGroupName":"g"}`, false},
 	}
+	t.Run("allowed", func(t *testing.T) {
+		// allowed_dropped_fields lets the start go on, and says so.
+		t.Parallel()
+		ns := newNamespace(t)
+		cfg := baseConfig(ns)
+		cfg.Pod.ExtraPodConfig = manifest.Overrides{{Key: "schedulingGroup", Value: json.RawMessage(`{"podGroupName":"g"}`)}}
+		cfg.AllowedDroppedFields = []string{"spec.schedulingGroup"}
+		s := newSpawner(t, naming.Server{Username: "dropped-allowed"}, cfg)
+		stream := NewStream()
+		opts := hubStart()
+		opts.OnProgress = stream.Publish
+		if _, err := s.Start(ctxTimeout(t, 60*time.Second), opts); err != nil {
+			t.Fatalf("Start = %v; allowed_dropped_fields allows spec.schedulingGroup", err)
+		}
+		evs, _ := stream.Snapshot()
+		if !slices.ContainsFunc(evs, func(e ProgressEvent) bool {
+			return strings.Contains(e.Message, "without spec.schedulingGroup (allowed by allowed_dropped_fields)") &&
+				strings.Contains(e.Message, c.ServerVersion.GitVersion)
+		}) {
+			t.Errorf("no progress message names the allowed drop: %+v", evs)
+		}
+	})
 	for i, tc := range cases {
 		t.Run(tc.key, func(t *testing.T) {
 			t.Parallel()

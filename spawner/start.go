@@ -305,7 +305,7 @@ func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *Objects, h sta
 		return s.failStart(ctx, run, step, reason, err)
 	}
 	run.pod = created.UID
-	if err := s.checkKept(ctx, o.Pod, created); err != nil {
+	if err := s.checkKept(ctx, o.Pod, created, o.cfg.AllowedDroppedFields, em); err != nil {
 		return "", fail(StepPod, ReasonInvalid, err)
 	}
 	s.mu.Lock()

@@ -321,6 +321,12 @@ func (c *Config) validateOptions() field.ErrorList {
 			errs = append(errs, field.Required(field.NewPath("fatal_reasons").Index(i), "a container waiting reason"))
 		}
 	}
+	for i, f := range c.AllowedDroppedFields {
+		if f != "*" && f != "spec" && !strings.HasPrefix(f, "spec.") {
+			errs = append(errs, field.Invalid(field.NewPath("allowed_dropped_fields").Index(i), f,
+				`a pod field path as a FieldsDroppedError names it ("spec.hostUsers"), or "*"`))
+		}
+	}
 	errs = append(errs, c.validateNamespaceObjects()...)
 	for i := range c.EventMessageRules {
 		r := c.EventMessageRules[i]
