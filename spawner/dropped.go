@@ -183,7 +183,7 @@ func (w *walk) value(a, b reflect.Value) {
 }
 
 // entries compares the entries of list a with those of b. An entry with
-// a name (containers, volumes, env) is compared with b's entry of the
+// a name (containers, volumes, env) is compared with an entry of b of the
 // same name. The others are paired one to one: first each with an entry
 // of b that holds all of it, values included (an admission webhook may
 // have put entries before it), then the rest in order, compared field by
@@ -196,25 +196,34 @@ func (w *walk) entries(a, b reflect.Value) {
 		if unset(e) {
 			continue
 		}
+		if used == nil {
+			used = make([]bool, b.Len())
+		}
 		if name, ok := entryName(e); ok {
+			// Names need not be unique (a volume mounted twice): of the
+			// entries so named, the one that holds all of e, else the
+			// first one not compared yet.
 			j := -1
 			for k := range b.Len() {
-				if n, ok := entryName(b.Index(k)); ok && n == name {
-					j = k
-					break
+				if n, ok := entryName(b.Index(k)); ok && n == name && !used[k] {
+					if j < 0 {
+						j = k
+					}
+					if covers(e, b.Index(k)) {
+						j = k
+						break
+					}
 				}
 			}
 			if j < 0 {
 				w.report("[", name, "]")
 				continue
 			}
+			used[j] = true
 			w.in("[", name, "]")
 			w.value(e, b.Index(j))
 			w.up(3)
 			continue
-		}
-		if used == nil {
-			used = make([]bool, b.Len())
 		}
 		j := -1
 		for k := range b.Len() {

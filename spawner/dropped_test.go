@@ -28,6 +28,8 @@ func TestDroppedFields(t *testing.T) {
 				Resources:    corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000m")}},
 				ResizePolicy: []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired}},
 				Env:          []corev1.EnvVar{{Name: "A", Value: ""}, {Name: "B", Value: "b"}},
+				// One volume mounted twice: names are not unique.
+				VolumeMounts: []corev1.VolumeMount{{Name: "home", MountPath: "/home/jovyan"}, {Name: "home", MountPath: "/shared", SubPath: "shared"}},
 			}},
 			Tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}, {Key: "spot", Operator: corev1.TolerationOpExists}},
 		}
@@ -52,6 +54,15 @@ func TestDroppedFields(t *testing.T) {
 			[]string{"spec.containers[notebook].resizePolicy"}},
 		{"a named entry", func(got *corev1.PodSpec) { got.Containers[0].Env = got.Containers[0].Env[1:] },
 			[]string{"spec.containers[notebook].env[A]"}},
+		{"entries of one name, in another order", func(got *corev1.PodSpec) {
+			m := got.Containers[0].VolumeMounts
+			m[0], m[1] = m[1], m[0]
+		}, nil},
+		{"a field of one of two entries of a name", func(got *corev1.PodSpec) { got.Containers[0].VolumeMounts[1].SubPath = "" },
+			[]string{"spec.containers[notebook].volumeMounts[home].subPath"}},
+		{"one of two entries of a name", func(got *corev1.PodSpec) {
+			got.Containers[0].VolumeMounts = got.Containers[0].VolumeMounts[1:]
+		}, []string{"spec.containers[notebook].volumeMounts[home]"}},
 		{"a whole list", func(got *corev1.PodSpec) { got.Tolerations = nil }, []string{"spec.tolerations"}},
 		{"an unnamed entry", func(got *corev1.PodSpec) {
 			// The one left is spot's, not a stand-in for gpu's.
