@@ -233,16 +233,25 @@
 //
 // A server can make a pod without a field spawnkit sent: an older release
 // does not know it (hostnameOverride before 1.34), or knows it behind a
-// feature gate that is off (hostUsers on 1.32, schedulingGroup on every
-// supported release), or an admission webhook removes it; the API server
-// answers the create with success either way. Start compares the pod
-// the server returned with the one it sent (presence of every field,
-// not values, which the server may normalise) and, when a field is
-// missing, fails with a *FieldsDroppedError (Step pod, Reason Invalid)
-// naming the fields and the server's version, and deletes the pod: the
-// server configured is never silently replaced by a lesser one. Fields
-// listed in allowed_dropped_fields (a path covers what is beneath it;
-// "*" any) may be dropped: the start goes on and its progress names them.
+// feature gate that is off (hostUsers on 1.32, hostnameOverride on 1.34,
+// schedulingGroup on every supported release), or an admission webhook
+// removes it; the API server answers the create with success either way.
+// Start compares the pod the server returned with the one it sent and,
+// when something is missing, fails with a *FieldsDroppedError (Step pod,
+// Reason Invalid) naming what and the server's version, and deletes the
+// pod: the server configured is not silently replaced by a lesser one.
+// Fields listed in allowed_dropped_fields (a path covers what is beneath
+// it; "*" any) may be dropped: the start goes on and its progress names
+// them. What is compared: every field of the spec that is set (an empty
+// object, such as securityContext: {}, counts as not set), by presence,
+// not value, since the server and webhooks may normalise or rewrite
+// values (a registry mirror rewriting the image); list entries without a
+// name (tolerations, arguments) by content, with the RuntimeClass
+// plugin's merging of tolerations taken into account; and the keys of
+// the labels and annotations. Not caught, then: a value rewritten in
+// place (1.32 turns procMount Unmasked back into Default). A field sent
+// with the value the server would assume anyway (hostUsers: true on
+// 1.32) counts as dropped too: leave it out or allow it.
 // KubeSpawner runs such a pod as the server made it. The server-dependent
 // tests (reflector, spawner, manager, orphan, the service) run on 1.32
 // and 1.37 in CI, and on every supported minor under make test-matrix.

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // FieldsDroppedError is a start's error when the API server made the pod
@@ -23,10 +24,11 @@ import (
 // unless allowed_dropped_fields allows the fields.
 type FieldsDroppedError struct {
 	Namespace, Name string
-	// Fields are the paths spawnkit sent that the created pod lacks, in
-	// the pod's JSON spelling: "spec.hostUsers",
-	// "spec.containers[notebook].resizePolicy". A list of named entries
-	// is indexed by name, any other list by position.
+	// Fields are what spawnkit sent that the created pod lacks: fields of
+	// its spec in their JSON spelling ("spec.hostUsers",
+	// "spec.containers[notebook].resizePolicy"; a list of named entries
+	// is indexed by name, any other list by position), and label or
+	// annotation keys ("metadata.labels.hub.jupyter.org/network-access-hub").
 	Fields []string
 	// ServerVersion is the API server's version (its /version), or ""
 	// when it could not be read.
@@ -45,13 +47,13 @@ func (e *FieldsDroppedError) Error() string {
 }
 
 // checkKept returns a *FieldsDroppedError when created lacks a field of
-// sent's spec that allowed (allowed_dropped_fields) does not cover; the
+// sent's spec, or a label or annotation key, that allowed (allowed_dropped_fields) does not cover; the
 // allowed ones it reports in the start's progress. Only presence is
 // compared: the API server may normalise a value ("1000m" CPU read back
 // as "1") or add fields (defaults, admission plugins), and neither is a
 // loss.
 func (s *Spawner) checkKept(ctx context.Context, sent, created *corev1.Pod, allowed []string, em *emitter) error {
-	dropped, err := droppedFields(&sent.Spec, &created.Spec, "spec")
+	dropped, err := podDropped(sent, created)
 	if err != nil {
 		return fmt.Errorf("comparing pod %s/%s with the pod sent: %w", created.Namespace, created.Name, err)
 	}
@@ -85,6 +87,30 @@ func (s *Spawner) checkKept(ctx context.Context, sent, created *corev1.Pod, allo
 	}
 	return &FieldsDroppedError{Namespace: created.Namespace, Name: created.Name, Fields: refused, ServerVersion: version}
 }
+
+// podDropped lists what created lacks of sent: fields of the spec, and
+// label and annotation keys (spawnkit's own say whose server the pod is).
+func podDropped(sent, created *corev1.Pod) ([]string, error) {
+	dropped, err := droppedFields(&sent.Spec, &created.Spec, "spec")
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range []struct {
+		path string
+		a, b map[string]string
+	}{{"metadata.labels", sent.Labels, created.Labels}, {"metadata.annotations", sent.Annotations, created.Annotations}} {
+		for k := range m.a {
+			if _, ok := m.b[k]; !ok {
+				dropped = append(dropped, m.path+"."+k)
+			}
+		}
+	}
+	slices.Sort(dropped)
+	return dropped, nil
+}
+
+// droppedRoots are the paths allowed_dropped_fields entries start with.
+var droppedRoots = []string{"spec", "metadata.labels", "metadata.annotations"}
 
 // covered reports whether the allowed_dropped_fields entry a covers the
 // dropped field path f: "*", f itself, or a path f is beneath.
@@ -184,72 +210,96 @@ func (w *walk) value(a, b reflect.Value) {
 
 // entries compares the entries of list a with those of b. An entry with
 // a name (containers, volumes, env) is compared with an entry of b of the
-// same name. The others are paired one to one: first each with an entry
-// of b that holds all of it, values included (an admission webhook may
-// have put entries before it), then the rest in order, compared field by
-// field; an entry left without a partner is missing whole.
+// same name, field by field. An entry without one (a toleration, an
+// argument, an affinity term) has nothing else to be known by: it is kept
+// when some entry of b holds all of it, values included, wherever it is
+// (an admission plugin may add entries before it, or merge duplicates);
+// a toleration is also kept by one that tolerates all it does (the
+// RuntimeClass admission plugin merges tolerations so).
 func (w *walk) entries(a, b reflect.Value) {
 	var used []bool
-	var unpaired []int
 	for i := range a.Len() {
 		e := a.Index(i)
 		if unset(e) {
 			continue
 		}
+		name, named := entryName(e)
+		if !named {
+			if !held(e, b) {
+				w.report("[", strconv.Itoa(i), "]")
+			}
+			continue
+		}
 		if used == nil {
 			used = make([]bool, b.Len())
 		}
-		if name, ok := entryName(e); ok {
-			// Names need not be unique (a volume mounted twice): of the
-			// entries so named, the one that holds all of e, else the
-			// first one not compared yet.
-			j := -1
-			for k := range b.Len() {
-				if n, ok := entryName(b.Index(k)); ok && n == name && !used[k] {
-					if j < 0 {
-						j = k
-					}
-					if covers(e, b.Index(k)) {
-						j = k
-						break
-					}
-				}
-			}
-			if j < 0 {
-				w.report("[", name, "]")
-				continue
-			}
-			used[j] = true
-			w.in("[", name, "]")
-			w.value(e, b.Index(j))
-			w.up(3)
-			continue
-		}
+		// Names need not be unique (a volume mounted twice): of the
+		// entries so named, the one that holds all of e, else the first
+		// one not compared yet.
 		j := -1
 		for k := range b.Len() {
-			if !used[k] && covers(e, b.Index(k)) {
-				j = k
-				break
+			if n, ok := entryName(b.Index(k)); ok && n == name && !used[k] {
+				if j < 0 {
+					j = k
+				}
+				if covers(e, b.Index(k)) {
+					j = k
+					break
+				}
 			}
 		}
 		if j < 0 {
-			unpaired = append(unpaired, i)
+			w.report("[", name, "]")
 			continue
 		}
 		used[j] = true
+		w.in("[", name, "]")
+		w.value(e, b.Index(j))
+		w.up(3)
 	}
-	for _, i := range unpaired {
-		at := "[" + strconv.Itoa(i) + "]"
-		j := slices.Index(used, false)
-		if j < 0 {
-			w.report(at)
-			continue
+}
+
+var tolerationType = reflect.TypeFor[corev1.Toleration]()
+
+// held reports whether some entry of list b holds all of e.
+func held(e, b reflect.Value) bool {
+	for k := range b.Len() {
+		if covers(e, b.Index(k)) {
+			return true
 		}
-		used[j] = true
-		w.in(at)
-		w.value(a.Index(i), b.Index(j))
-		w.up(1)
 	}
+	if e.Type() == tolerationType {
+		t := e.Interface().(corev1.Toleration)
+		for k := range b.Len() {
+			if tolerates(b.Index(k).Interface().(corev1.Toleration), t) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// tolerates reports whether ss tolerates every taint t does: the rule
+// the RuntimeClass admission plugin merges by (isSuperset in
+// k8s.io/kubernetes/pkg/util/tolerations, which is not importable).
+func tolerates(ss, t corev1.Toleration) bool {
+	if t.Key != ss.Key && (ss.Key != "" || ss.Operator != corev1.TolerationOpExists) {
+		return false // an empty key with Exists matches every key
+	}
+	if t.Effect != ss.Effect && ss.Effect != "" {
+		return false // an empty effect matches every effect
+	}
+	if ss.Effect == corev1.TaintEffectNoExecute && ss.TolerationSeconds != nil &&
+		(t.TolerationSeconds == nil || *t.TolerationSeconds > *ss.TolerationSeconds) {
+		return false
+	}
+	switch ss.Operator {
+	case corev1.TolerationOpEqual, "":
+		return t.Operator != corev1.TolerationOpExists && t.Value == ss.Value
+	case corev1.TolerationOpExists:
+		return true
+	}
+	return false
 }
 
 // covers reports whether b holds all of a: every value a sets, equal.
@@ -260,6 +310,11 @@ func covers(a, b reflect.Value) bool {
 	case reflect.Struct:
 		ti := infoOf(a.Type())
 		if ti.scalar {
+			if a.Type() == quantityType {
+				// "0.5" and the "500m" the server reads back are one value.
+				qa, qb := a.Interface().(resource.Quantity), b.Interface().(resource.Quantity)
+				return qa.Cmp(qb) == 0
+			}
 			return unset(a) || reflect.DeepEqual(a.Interface(), b.Interface())
 		}
 		for _, f := range ti.fields {
@@ -354,7 +409,10 @@ func infoOf(t reflect.Type) *typeInfo {
 	return ti
 }
 
-var jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+var (
+	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+	quantityType  = reflect.TypeFor[resource.Quantity]()
+)
 
 // jsonName is a struct field's JSON name, or inline for an embedded one
 // (`json:",inline"`); "" and false for a field JSON leaves out.

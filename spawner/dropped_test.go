@@ -3,6 +3,7 @@ package spawner
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -68,11 +69,15 @@ func TestDroppedFields(t *testing.T) {
 			// The one left is spot's, not a stand-in for gpu's.
 			got.Tolerations = got.Tolerations[1:]
 		}, []string{"spec.tolerations[0]"}},
-		{"an unnamed entry's value rewritten is no loss", func(got *corev1.PodSpec) {
+		{"an unnamed entry is known by its content", func(got *corev1.PodSpec) {
 			got.Tolerations[1].Key = "preemptible"
-		}, nil},
+		}, []string{"spec.tolerations[1]"}},
+		{"an unnamed entry has no stand-in", func(got *corev1.PodSpec) {
+			// DefaultTolerationSeconds's additions hold none of the sent ones.
+			got.Tolerations = []corev1.Toleration{notReady, unreachable}
+		}, []string{"spec.tolerations[0]", "spec.tolerations[1]"}},
 		{"a field of an unnamed entry", func(got *corev1.PodSpec) { got.Tolerations[0].Operator = "" },
-			[]string{"spec.tolerations[0].operator"}},
+			[]string{"spec.tolerations[0]"}},
 		{"several, sorted", func(got *corev1.PodSpec) { got.Tolerations, got.HostUsers = nil, nil },
 			[]string{"spec.hostUsers", "spec.tolerations"}},
 	}
@@ -88,6 +93,64 @@ func TestDroppedFields(t *testing.T) {
 				t.Errorf("dropped = %q, want %q", dropped, tc.want)
 			}
 		})
+	}
+}
+
+// The tolerations DefaultTolerationSeconds adds to every pod.
+var (
+	notReady    = corev1.Toleration{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}
+	unreachable = corev1.Toleration{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}
+)
+
+// TestDroppedTolerationsMerged: the RuntimeClass admission plugin merges
+// a RuntimeClass's tolerations into the pod's, keeping one of duplicates
+// and only a toleration that tolerates another's taints too; nothing the
+// pod tolerates is lost, so nothing is reported. A toleration no
+// returned one covers is.
+func TestDroppedTolerationsMerged(t *testing.T) {
+	ded := corev1.Toleration{Key: "hub.jupyter.org/dedicated", Operator: corev1.TolerationOpEqual, Value: "user", Effect: corev1.TaintEffectNoSchedule}
+	gpuEqual := corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpEqual, Value: "present", Effect: corev1.TaintEffectNoSchedule}
+	gpuExists := corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}
+	short := corev1.Toleration{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](30)}
+	long := corev1.Toleration{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](3000)}
+	sent := &corev1.PodSpec{RuntimeClassName: ptr.To("gvisor"), Tolerations: []corev1.Toleration{ded, ded, gpuEqual, gpuExists, short}}
+	got := &corev1.PodSpec{RuntimeClassName: ptr.To("gvisor"), Tolerations: []corev1.Toleration{ded, gpuExists, notReady, unreachable}}
+	if d, err := droppedFields(sent, got, "spec"); err != nil || d != nil {
+		t.Errorf("merged tolerations: dropped = %q, %v; want none", d, err)
+	}
+	// 300 s does not cover 3000 s: that one is lost.
+	sent.Tolerations = append(sent.Tolerations, long)
+	if d, _ := droppedFields(sent, got, "spec"); !slices.Equal(d, []string{"spec.tolerations[5]"}) {
+		t.Errorf("dropped = %q, want the 3000 s toleration", d)
+	}
+}
+
+func TestCoversQuantitiesByValue(t *testing.T) {
+	a := reflect.ValueOf(resource.MustParse("0.5"))
+	b := reflect.ValueOf(resource.MustParse("500m"))
+	if !covers(a, b) {
+		t.Error(`"0.5" does not cover "500m"`)
+	}
+	if covers(a, reflect.ValueOf(resource.MustParse("1"))) {
+		t.Error(`"0.5" covers "1"`)
+	}
+}
+
+func TestPodDroppedLabelsAndAnnotations(t *testing.T) {
+	sent := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Labels:      map[string]string{naming.LabelManagedBy: naming.ManagedBySpawnkit, "hub.jupyter.org/network-access-hub": "true"},
+		Annotations: map[string]string{naming.AnnotationUsername: "alice"},
+	}}
+	got := sent.DeepCopy()
+	got.Labels["added-by-webhook"] = "x"
+	if d, err := podDropped(sent, got); err != nil || d != nil {
+		t.Fatalf("podDropped = %q, %v; want none", d, err)
+	}
+	delete(got.Labels, "hub.jupyter.org/network-access-hub")
+	got.Annotations = nil
+	want := []string{"metadata.annotations." + naming.AnnotationUsername, "metadata.labels.hub.jupyter.org/network-access-hub"}
+	if d, _ := podDropped(sent, got); !slices.Equal(d, want) {
+		t.Errorf("podDropped = %q, want %q", d, want)
 	}
 }
 
@@ -109,11 +172,16 @@ func TestAllowedDroppedFieldsCover(t *testing.T) {
 			t.Errorf("covered(%q, %q) = %v, want %v", tc.f, tc.allowed, got, tc.want)
 		}
 	}
-	for _, bad := range []string{"", "hostUsers", "metadata.labels", "spec-hostUsers"} {
+	for _, bad := range []string{"", "hostUsers", "metadata.name", "metadata", "spec-hostUsers"} {
 		data, _ := json.Marshal(map[string]any{"image": "lab", "allowed_dropped_fields": []string{bad}})
 		if _, err := LoadConfig(data); err == nil || !strings.Contains(err.Error(), "allowed_dropped_fields[0]") {
 			t.Errorf("allowed_dropped_fields %q: LoadConfig = %v, want an error naming it", bad, err)
 		}
+	}
+	data, _ := json.Marshal(map[string]any{"image": "lab", "allowed_dropped_fields": []string{
+		"*", "spec", "spec.hostUsers", "spec.containers[notebook].resources", "metadata.labels.hub.jupyter.org/network-access-hub", "metadata.annotations"}})
+	if _, err := LoadConfig(data); err != nil {
+		t.Errorf("LoadConfig of valid allowed_dropped_fields: %v", err)
 	}
 }
 

@@ -322,9 +322,9 @@ func (c *Config) validateOptions() field.ErrorList {
 		}
 	}
 	for i, f := range c.AllowedDroppedFields {
-		if f != "*" && f != "spec" && !strings.HasPrefix(f, "spec.") {
+		if f != "*" && !slices.ContainsFunc(droppedRoots, func(root string) bool { return covered(f, root) }) {
 			errs = append(errs, field.Invalid(field.NewPath("allowed_dropped_fields").Index(i), f,
-				`a pod field path as a FieldsDroppedError names it ("spec.hostUsers"), or "*"`))
+				`a path as a FieldsDroppedError names it, under spec, metadata.labels or metadata.annotations ("spec.hostUsers"), or "*"`))
 		}
 	}
 	errs = append(errs, c.validateNamespaceObjects()...)
