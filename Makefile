@@ -44,10 +44,11 @@ cluster:
 
 # The whole suite once per supported Kubernetes minor, then one table:
 # minor, the API server release reported, packages passed, skipped tests
-# with their reasons (also written to test-matrix.md). Builds each minor's
+# with their reasons (also written to test-matrix.md; each minor's go test -json
+# stream is kept in test-matrix-logs/<minor>.json). Builds each minor's
 # binaries on first use (minutes each). MINORS=1.32,1.37 runs some.
 test-matrix:
-	@$(GO) run ./internal/testmatrix -out test-matrix.md $(if $(MINORS),-minors $(MINORS))
+	@$(GO) run ./internal/testmatrix -out test-matrix.md -logs test-matrix-logs $(if $(MINORS),-minors $(MINORS))
 
 # The packages whose behaviour depends on the API server, on the oldest
 # supported minor (the first row of versions.txt); CI runs this after
@@ -55,7 +56,7 @@ test-matrix:
 OLDEST_K8S := $(shell awk '!/^\#/ && NF {print $$1; exit}' internal/testcluster/versions.txt)
 SERVER_PACKAGES := ./internal/testcluster ./reflector ./spawner ./manager ./orphan ./cmd/spawnkit-service
 test-oldest:
-	@$(GO) run ./internal/testmatrix -minors $(OLDEST_K8S) -packages "$(SERVER_PACKAGES)" -out test-oldest.md
+	@$(GO) run ./internal/testmatrix -minors $(OLDEST_K8S) -packages "$(SERVER_PACKAGES)" -out test-oldest.md -logs test-oldest-logs
 
 bench:
 	@testbin=$$(internal/tools/build.sh); \

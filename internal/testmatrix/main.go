@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -37,6 +38,7 @@ func main() {
 	pkgs := flag.String("packages", "./...", "space-separated packages to test")
 	out := flag.String("out", "", "also write the table, as Markdown, to this file")
 	timeout := flag.String("timeout", "20m", "go test -timeout")
+	logs := flag.String("logs", "", "also keep each minor's `go test -json` stream in this directory, as <minor>.json (the output of failed tests is there)")
 	flag.Parse()
 
 	rows := testcluster.SupportedVersions()
@@ -56,7 +58,7 @@ func main() {
 	var results []result
 	failed := false
 	for _, v := range rows {
-		r := run(v, strings.Fields(*pkgs), *timeout)
+		r := run(v, strings.Fields(*pkgs), *timeout, *logs)
 		results = append(results, r)
 		failed = failed || r.err != nil || len(r.failed) > 0
 		fmt.Fprintf(os.Stderr, "testmatrix: %s: %d/%d packages passed in %s\n", v.Minor, r.passed, r.total, r.took.Round(time.Second))
@@ -72,6 +74,12 @@ func main() {
 	if failed {
 		os.Exit(1)
 	}
+}
+
+// topLevel is the top-level test of a (sub)test name.
+func topLevel(test string) string {
+	top, _, _ := strings.Cut(test, "/")
+	return top
 }
 
 func selectMinor(rows []testcluster.Versions, m string) (testcluster.Versions, error) {
@@ -95,6 +103,7 @@ type result struct {
 	tests   map[string][]string // failed package -> its failed top-level tests
 	skips   []skip
 	took    time.Duration // the tests, without the binaries' build
+	failOut io.Writer     // where read writes a failed test's output (nil: nowhere)
 	err     error         // the run itself failed (build, go test could not start)
 }
 
@@ -108,7 +117,7 @@ type event struct {
 
 var serverLine = regexp.MustCompile(`testcluster: api server (v\d+\.\d+\.\d+\S*) ready`)
 
-func run(v testcluster.Versions, pkgs []string, timeout string) (r result) {
+func run(v testcluster.Versions, pkgs []string, timeout, logs string) (r result) {
 	r.v = v
 	build := exec.Command("internal/tools/build.sh")
 	build.Env = append(os.Environ(), "SPAWNKIT_K8S="+v.Minor)
@@ -140,7 +149,22 @@ func run(v testcluster.Versions, pkgs []string, timeout string) (r result) {
 		r.err = err
 		return r
 	}
-	r.read(stdout)
+	var in io.Reader = stdout
+	if logs != "" {
+		if err := os.MkdirAll(logs, 0o755); err != nil {
+			r.err = err
+			return r
+		}
+		f, err := os.Create(filepath.Join(logs, v.Minor+".json"))
+		if err != nil {
+			r.err = err
+			return r
+		}
+		defer f.Close()
+		in = io.TeeReader(stdout, f)
+	}
+	r.failOut = os.Stderr
+	r.read(in)
 	if err := cmd.Wait(); err != nil && len(r.failed) == 0 {
 		// go test failed without a failing package: a build error, say.
 		r.err = fmt.Errorf("go test: %w: %s", err, lastLines(stderr.String(), 5))
@@ -153,6 +177,18 @@ func run(v testcluster.Versions, pkgs []string, timeout string) (r result) {
 // releases the clusters reported.
 func (r *result) read(in io.Reader) {
 	lastOutput := map[string]string{} // package/test -> last log line
+	// The output of each top-level test (and of each package outside
+	// its tests) so far, written to r.failOut when it fails: a failure in
+	// CI is then diagnosable from the log alone. A passing test's is
+	// dropped; at most keepLines lines of each are kept (the last).
+	outputs := map[string][]string{}
+	const keepLines = 2000
+	flush := func(key string, failed bool) {
+		if failed && r.failOut != nil {
+			fmt.Fprintf(r.failOut, "testmatrix: %s: output of failed %s:\n%s", r.v.Minor, key, strings.Join(outputs[key], ""))
+		}
+		delete(outputs, key)
+	}
 	servers := map[string]bool{}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -166,16 +202,34 @@ func (r *result) read(in io.Reader) {
 			if m := serverLine.FindStringSubmatch(e.Output); m != nil {
 				servers[m[1]] = true
 			}
+			key := e.Package
+			if e.Test != "" {
+				key += " " + topLevel(e.Test)
+			}
+			if lines := append(outputs[key], e.Output); len(lines) > keepLines {
+				outputs[key] = lines[len(lines)-keepLines:]
+			} else {
+				outputs[key] = lines
+			}
 			line := strings.TrimSpace(e.Output)
 			if e.Test != "" && line != "" && !strings.HasPrefix(line, "=== ") && !strings.HasPrefix(line, "--- ") {
 				lastOutput[e.Package+" "+e.Test] = line
 			}
 		case "skip":
 			if e.Test == "" {
+				flush(e.Package, false)
 				continue // a package with no tests
+			}
+			if !strings.Contains(e.Test, "/") {
+				flush(e.Package+" "+topLevel(e.Test), false)
 			}
 			r.skips = append(r.skips, skip{test: shortPkg(e.Package) + "." + e.Test, reason: lastOutput[e.Package+" "+e.Test]})
 		case "pass", "fail":
+			if e.Test == "" {
+				flush(e.Package, e.Action == "fail")
+			} else if !strings.Contains(e.Test, "/") {
+				flush(e.Package+" "+e.Test, e.Action == "fail")
+			}
 			if e.Test != "" {
 				if e.Action == "fail" && !strings.Contains(e.Test, "/") {
 					if r.tests == nil {

@@ -22,12 +22,20 @@ func TestReadAndRender(t *testing.T) {
 		`{"Action":"skip","Package":"github.com/spawnkit/spawnkit/spawner","Test":"TestA"}`,
 		`{"Action":"pass","Package":"github.com/spawnkit/spawnkit/spawner"}`,
 		`not json`,
+		`{"Action":"output","Package":"github.com/spawnkit/spawnkit/manager","Test":"TestB/sub","Output":"    b_test.go:9: the reason it failed\n"}`,
+		`{"Action":"fail","Package":"github.com/spawnkit/spawnkit/manager","Test":"TestB/sub"}`,
 		`{"Action":"fail","Package":"github.com/spawnkit/spawnkit/manager","Test":"TestB"}`,
 		`{"Action":"fail","Package":"github.com/spawnkit/spawnkit/manager"}`,
 		`{"Action":"skip","Package":"github.com/spawnkit/spawnkit/cmd/x"}`,
 	}, "\n")
-	r := result{v: testcluster.Versions{Minor: "1.32", Kubernetes: "v1.32.2"}, took: 90 * time.Second}
+	var failOut strings.Builder
+	r := result{v: testcluster.Versions{Minor: "1.32", Kubernetes: "v1.32.2"}, took: 90 * time.Second, failOut: &failOut}
 	r.read(strings.NewReader(stream))
+	// A failed test's output is shown, a passing or skipped one's not.
+	if got := failOut.String(); !strings.Contains(got, "failed github.com/spawnkit/spawnkit/manager TestB:\n    b_test.go:9: the reason it failed") ||
+		strings.Contains(got, "needs | a pipe") {
+		t.Errorf("failed output:\n%s", got)
+	}
 	if r.passed != 1 || r.total != 2 || len(r.failed) != 1 || r.failed[0] != "manager" {
 		t.Errorf("passed %d/%d, failed %v; want 1/2 and manager", r.passed, r.total, r.failed)
 	}
