@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -84,6 +86,10 @@ type Registry struct {
 	clock    clock.PassiveClock
 	reg      prometheus.Registerer
 	metrics  *collector
+	// noWatchList is set once the API server has refused a streaming
+	// initial list (its WatchList gate is off: 1.33 by default): informers
+	// made afterwards list and watch instead of asking again.
+	noWatchList atomic.Bool
 
 	mu sync.Mutex // guards entries and closed
 	// entries are the running informers.
@@ -245,7 +251,7 @@ func (r *Registry) acquire(ctx context.Context, key Key) (*entry, error) {
 		e.events = newEventIndex(r.maxEvent)
 		e.store = newEventStore(e.events, r.podCached, r.notifyEvent)
 		lw := r.listWatch(key, e.health, logger)
-		e.refl = cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, r.client), &corev1.Event{}, e.store,
+		e.refl = cache.NewReflectorWithOptions(r.watchListSemantics(lw), &corev1.Event{}, e.store,
 			cache.ReflectorOptions{Name: key.String(), Logger: &logger})
 	}
 	r.entries[key] = e
@@ -299,13 +305,52 @@ func (r *Registry) newInformer(key Key, h *health) cache.SharedIndexInformer {
 	lw := r.listWatch(key, h, logr.Discard())
 	// As client-go's generated informers do: a client that cannot stream
 	// the initial list (a fake clientset) is listed instead.
-	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, r.client), &corev1.Pod{}, cache.SharedIndexInformerOptions{
+	inf := cache.NewSharedIndexInformerWithOptions(r.watchListSemantics(lw), &corev1.Pod{}, cache.SharedIndexInformerOptions{
 		Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 		ObjectDescription: key.String(),
 	})
 	// The transform must be set before the informer runs.
 	_ = inf.SetTransform(updateTransform(inf.GetIndexer()))
 	return inf
+}
+
+// watchListSemantics is lw as an informer's or reflector's source: with
+// client-go's streaming initial list (WatchList) unless the client cannot
+// stream (a fake clientset) or the API server has refused it before.
+func (r *Registry) watchListSemantics(lw *cache.ListWatch) cache.ListerWatcher {
+	if r.noWatchList.Load() {
+		return listThenWatch{lw}
+	}
+	return cache.ToListWatcherWithWatchListSemantics(lw, r.client)
+}
+
+// listThenWatch is a ListWatch the reflector lists and then watches.
+type listThenWatch struct{ *cache.ListWatch }
+
+// IsWatchListSemanticsUnSupported tells client-go's reflector not to ask
+// for a streaming list (k8s.io/client-go/util/watchlist).
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+// watchListRefused reports whether err is an API server's refusal of the
+// streaming initial list that o asked for: 422 Invalid on
+// sendInitialEvents, which a server with the WatchList gate off answers
+// ("sendInitialEvents is forbidden for watch unless the WatchList feature
+// gate is enabled").
+func watchListRefused(o metav1.ListOptions, err error) bool {
+	if o.SendInitialEvents == nil || !*o.SendInitialEvents || !apierrors.IsInvalid(err) {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		if d := status.Status().Details; d != nil {
+			for _, c := range d.Causes {
+				if strings.Contains(c.Field, "sendInitialEvents") {
+					return true
+				}
+			}
+		}
+	}
+	return strings.Contains(err.Error(), "sendInitialEvents")
 }
 
 // listWatch lists and watches key's resource, recording each call's
@@ -350,6 +395,13 @@ func (r *Registry) listWatch(key Key, h *health, log logr.Logger) *cache.ListWat
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector, o.FieldSelector = key.LabelSelector, key.FieldSelector
 			w, err := watchFn(withWatchHealth(ctx, h), o)
+			if err != nil && watchListRefused(o, err) {
+				// Not a failure: client-go lists at once instead.
+				if !r.noWatchList.Swap(true) {
+					log.V(1).Info("the API server does not serve streaming lists (its WatchList gate is off); informers list and watch instead", "informer", key.String())
+				}
+				return w, err
+			}
 			h.attempt(callWatch, err)
 			failed("watch", err)
 			if err != nil {
