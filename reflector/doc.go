@@ -97,6 +97,14 @@
 // network. Only the informers' own requests are affected, not the rest
 // of the client's.
 //
+// The informers ask for client-go's streaming initial list (WatchList)
+// where the client can stream. An API server whose WatchList gate is off
+// (1.33's default; 1.32 and 1.34 on serve it) refuses that request (422
+// on sendInitialEvents) and client-go lists at once instead; the
+// Registry takes that refusal as the server's answer, not as a failure
+// (no watch error, nothing logged but at V(1)), and the informers it
+// starts afterwards list and watch without asking again.
+//
 // The pod informers also decode only what the cache keeps: their lists
 // and watches go through a REST client of their own (the client's
 // transport, credentials and rate limiter, always asking for protobuf,
