@@ -47,11 +47,12 @@ func (e *FieldsDroppedError) Error() string {
 }
 
 // checkKept returns a *FieldsDroppedError when created lacks a field of
-// sent's spec, or a label or annotation key, that allowed (allowed_dropped_fields) does not cover; the
-// allowed ones it reports in the start's progress. Only presence is
-// compared: the API server may normalise a value ("1000m" CPU read back
-// as "1") or add fields (defaults, admission plugins), and neither is a
-// loss.
+// sent's spec, or a label or annotation key, that allowed
+// (allowed_dropped_fields) does not cover; the allowed ones it reports in
+// the start's progress. Fields are compared by presence (see
+// droppedFields): the API server may normalise a value ("1000m" CPU read
+// back as "1") or add fields (defaults, admission plugins), and neither
+// is a loss.
 func (s *Spawner) checkKept(ctx context.Context, sent, created *corev1.Pod, allowed []string, em *emitter) error {
 	dropped, err := podDropped(sent, created)
 	if err != nil {
