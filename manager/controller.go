@@ -40,14 +40,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.started = true
 	m.mu.Unlock()
-	// Once, before any watch: a server older than spawnkit supports is
-	// refused with its version rather than misbehaving later.
-	info, err := spawner.CheckServerVersion(ctx, m.opts.Client)
-	if err != nil {
+	// Once per cluster, before any watch: a server older than spawnkit
+	// supports is refused with its version rather than misbehaving
+	// later.
+	if err := m.checkVersions(ctx, log); err != nil {
 		close(m.ready)
-		return fmt.Errorf("manager: %w", err)
+		return err
 	}
-	log.V(1).Info("API server", "version", info.GitVersion)
 	if m.lease != nil {
 		if err := leader.Check(ctx, *m.lease); err != nil {
 			m.observeLease(err)
@@ -57,15 +56,30 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	// Every namespace a server can be in, the profiles' included, so
 	// that recovery finds, and Stop reaches, a server a profile put
-	// elsewhere.
-	namespaces, all, _ := m.factory.Namespaces()
-	pods, err := acquirePods(ctx, m.opts.Registry, watchedNamespaces(namespaces, all))
-	if err != nil {
-		close(m.ready)
-		return err
+	// elsewhere; in every cluster.
+	var sets []*podSet
+	releaseAll := func() {
+		for _, p := range sets {
+			p.Release()
+		}
+	}
+	for _, c := range m.cells {
+		namespaces, all, _ := c.factory.Namespaces()
+		pods, err := acquirePods(ctx, c.registry, watchedNamespaces(namespaces, all))
+		if err != nil {
+			releaseAll()
+			close(m.ready)
+			if c.name != "" {
+				return fmt.Errorf("manager: cluster %q: %w", c.name, err)
+			}
+			return err
+		}
+		sets = append(sets, pods)
+		c.mu.Lock()
+		c.pods = pods
+		c.mu.Unlock()
 	}
 	m.mu.Lock()
-	m.pods = pods
 	m.log = log
 	m.running = true
 	m.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[serverKey](),
@@ -82,20 +96,25 @@ func (m *Manager) Start(ctx context.Context) error {
 		for _, e := range m.entries() {
 			e.sp.Close()
 		}
-		pods.Release()
+		releaseAll()
 		m.closeWatchers()
 	}()
 
 	// Observe, not OnChange: no replay is needed (recover reads the cache
 	// once it has synced, after this), and a client-go listener of its
 	// own would cost two goroutine hand-offs for every pod change.
-	remove, err := pods.Observe(m.podChanged)
-	if err != nil {
-		close(m.ready)
-		return err
+	for _, c := range m.cells {
+		remove, err := c.pods.Observe(func(pod *reflector.Pod, deleted bool) { m.podChanged(c, pod, deleted) })
+		if err != nil {
+			close(m.ready)
+			return err
+		}
+		defer remove()
 	}
-	defer remove()
-	if err := pods.WaitForSync(ctx); err != nil {
+	// The clusters sync at once; with several, a cluster that does not
+	// answer does not hold the others back: it is recovered when its
+	// informers sync, and is unavailable meanwhile.
+	if err := m.syncClusters(ctx); err != nil {
 		close(m.ready)
 		return nil // ctx ended before the first sync
 	}
@@ -109,6 +128,17 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.recover(ctx, log)
 	close(m.ready)
+	var health sync.WaitGroup
+	if m.multi {
+		healthCtx, stopHealth := context.WithCancel(ctx)
+		health.Add(1)
+		go func() {
+			defer health.Done()
+			m.watchClusters(healthCtx)
+		}()
+		defer health.Wait()
+		defer stopHealth()
+	}
 	for range m.opts.Workers {
 		workers.Add(1)
 		go func() {
@@ -158,9 +188,9 @@ func (m *Manager) Start(ctx context.Context) error {
 // is reconciled then, from the cache; it does not when no version after
 // the one the start found ready has come by, and podChanged then lets
 // that version pass too: a successful spawn costs no reconcile.
-func (m *Manager) podChanged(pod *reflector.Pod, deleted bool) {
+func (m *Manager) podChanged(c *cell, pod *reflector.Pod, deleted bool) {
 	user, ok := pod.Annotations.Lookup(naming.AnnotationUsername)
-	if !ok || !m.manages(pod) {
+	if !ok || !m.manages(c, pod) {
 		return
 	}
 	if deleted {
@@ -169,6 +199,9 @@ func (m *Manager) podChanged(pod *reflector.Pod, deleted bool) {
 		m.untrustedMu.Unlock()
 	}
 	key := serverKey{user, pod.Annotations.Get(naming.AnnotationServername)}
+	if m.multi {
+		m.claims.set(key, c, pod, deleted)
+	}
 	m.mu.Lock()
 	q, e := m.queue, m.servers[key]
 	m.mu.Unlock()
@@ -177,7 +210,9 @@ func (m *Manager) podChanged(pod *reflector.Pod, deleted bool) {
 	}
 	if e != nil {
 		e.mu.Lock()
-		starting := e.op != nil && e.op.kind.starts()
+		// A pod in another cluster than the server's is always looked
+		// at: it may be a second copy (split brain) or where it moved.
+		starting := e.op != nil && e.op.kind.starts() && e.cell == c
 		// The version a start found ready, coming after the start ended:
 		// the phase was set from it, a reconcile would find nothing. (A
 		// deletion is never that: a relist's tombstone carries the last
@@ -235,25 +270,92 @@ func (m *Manager) reconcile(ctx context.Context, key serverKey) error {
 	m.mu.Lock()
 	e := m.servers[key]
 	m.mu.Unlock()
-	if e == nil {
-		pod, err := m.findPod(ctx, key)
-		if err != nil || pod == nil {
+	if !m.multi {
+		if e == nil {
+			pod, err := m.findPod(ctx, m.cells[0], key)
+			if err != nil || pod == nil {
+				return err
+			}
+			return m.adopt(ctx, m.cells[0], pod)
+		}
+		return m.observe(ctx, e)
+	}
+	found, err := m.podsOf(ctx, key, false)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(found) > 1:
+		return m.splitBrain(key, found)
+	case e == nil && len(found) == 1:
+		return m.adopt(ctx, found[0].cell, found[0].pod)
+	case e == nil:
+		return nil
+	}
+	e.mu.Lock()
+	wasSplit := e.splitBrain != ""
+	e.splitBrain = ""
+	if len(found) == 1 && found[0].cell != e.cell && e.op == nil {
+		// Its only pod is in another cluster than the Manager thought
+		// (moved by the operator, restored, or what a split brain left).
+		srv := naming.Server{Username: key.user, Servername: key.server, UserID: e.status.State.UserID}
+		if err := m.moveLocked(e, found[0].cell, srv, nil); err != nil {
+			e.mu.Unlock()
 			return err
 		}
-		return m.adopt(ctx, pod)
+		e.status.Phase = PhaseStopped // so that adopt loads the pod's record
+	}
+	if wasSplit {
+		m.notify(m.viewLocked(e))
+	}
+	// An operation in flight in the server's own cluster (a start
+	// waiting for its slot, a stop) while its only pod is elsewhere: the
+	// operation owns the entry, and its end reconciles the server again
+	// (a start checks for that pod before it creates anything). Adopting
+	// now would only ask for this reconcile again, at once.
+	away := len(found) == 1 && found[0].cell != e.cell
+	e.mu.Unlock()
+	switch {
+	case away:
+		return nil
+	case len(found) == 1:
+		return m.adopt(ctx, found[0].cell, found[0].pod)
 	}
 	return m.observe(ctx, e)
+}
+
+// splitBrain records that a server has pods in several clusters: its
+// status says where (PhaseUnknown, ReasonSplitBrain), calls that would
+// change it are ErrSplitBrain, and nothing of it is touched. It is
+// logged once per change of what was found.
+func (m *Manager) splitBrain(key serverKey, found []claimed) error {
+	msg := describeClaims(key, found)
+	srv := naming.Server{Username: key.user, Servername: key.server}
+	e, err := m.entryFor(srv, found[0].cell)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.splitBrain == msg {
+		return nil
+	}
+	e.splitBrain = msg
+	m.metrics.splitBrains.Inc()
+	m.log.Info("server found in several clusters; touching none", "user", key.user, "server", key.server, "detail", msg)
+	m.notify(m.viewLocked(e))
+	return nil
 }
 
 // manages reports whether a pod is a server pod the Manager adopts:
 // spawnkit's own, and with AdoptKubeSpawner KubeSpawner's single-user
 // server pods. It only reads labels.
-func (m *Manager) manages(pod *reflector.Pod) bool {
+func (m *Manager) manages(c *cell, pod *reflector.Pod) bool {
 	switch pod.Labels.Get(naming.LabelManagedBy) {
 	case naming.ManagedBySpawnkit:
 		return true
 	case naming.ManagedByKubeSpawner:
-		return m.opts.AdoptKubeSpawner && pod.Labels.Get(naming.LabelComponent) == m.cfg.ComponentLabel
+		return m.opts.AdoptKubeSpawner && pod.Labels.Get(naming.LabelComponent) == c.cfg.ComponentLabel
 	}
 	return false
 }
@@ -275,15 +377,15 @@ func kubeSpawnerState(pod *reflector.Pod) spawner.State {
 // among the pods where the configuration puts it (trusted): a pod
 // elsewhere that claims the server is reported, and never hides the
 // server's own.
-func (m *Manager) findPod(ctx context.Context, key serverKey) (*reflector.Pod, error) {
-	list, err := m.pods.List(ctx)
+func (m *Manager) findPod(ctx context.Context, c *cell, key serverKey) (*reflector.Pod, error) {
+	list, err := c.podSet().List(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range list {
 		if user, ok := p.Annotations.Lookup(naming.AnnotationUsername); ok && user == key.user &&
-			p.Annotations.Get(naming.AnnotationServername) == key.server && m.manages(p) && p.DeletionTimestamp == nil &&
-			m.trusted(p) {
+			p.Annotations.Get(naming.AnnotationServername) == key.server && m.manages(c, p) && p.DeletionTimestamp == nil &&
+			m.trusted(c, p) {
 			return p, nil
 		}
 	}
@@ -296,9 +398,9 @@ func (m *Manager) findPod(ctx context.Context, key serverKey) (*reflector.Pod, e
 // server), because anyone who can create a pod in some namespace can
 // write any annotations on it. A pod that is not is never adopted; it is
 // counted and logged once (by UID), naming it.
-func (m *Manager) trusted(pod *reflector.Pod) bool {
+func (m *Manager) trusted(c *cell, pod *reflector.Pod) bool {
 	srv := naming.Server{Username: pod.Annotations.Get(naming.AnnotationUsername), Servername: pod.Annotations.Get(naming.AnnotationServername)}
-	err := m.factory.CheckPlacement(srv, pod.Namespace, pod.Name)
+	err := c.factory.CheckPlacement(srv, pod.Namespace, pod.Name)
 	if err == nil {
 		return true
 	}
@@ -319,39 +421,85 @@ func (m *Manager) trusted(pod *reflector.Pod) bool {
 	log := m.log
 	m.mu.Unlock()
 	log.Info("ignoring a pod that claims a server but is not where its configuration puts it",
-		"pod", pod.Namespace+"/"+pod.Name, "uid", string(pod.UID), "user", srv.Username, "server", srv.Servername, "reason", err.Error())
+		"cluster", c.name, "pod", pod.Namespace+"/"+pod.Name, "uid", string(pod.UID), "user", srv.Username, "server", srv.Servername, "reason", err.Error())
 	return false
 }
 
-// recover adopts every server recorded on a pod in the cache, then the
-// seeded servers without a pod.
+// recover adopts every server recorded on a pod in the caches, then the
+// seeded servers without a pod. With several clusters a server found in
+// more than one is a split brain: reported, and left alone.
 func (m *Manager) recover(ctx context.Context, log logr.Logger) {
-	list, err := m.pods.List(ctx)
-	if err != nil {
-		log.Error(err, "listing cached pods for recovery")
+	type found struct {
+		c   *cell
+		pod *reflector.Pod
 	}
-	for _, pod := range list {
-		if !m.manages(pod) || pod.DeletionTimestamp != nil {
-			continue
+	var pods []found
+	byKey := map[serverKey][]claimed{}
+	for _, c := range m.cells {
+		if !c.synced() {
+			continue // recovered from its events once it syncs (checkCluster)
 		}
-		if !pod.Annotations.Has(naming.AnnotationUsername) || !m.trusted(pod) {
-			continue
+		c.mu.Lock()
+		c.recovered = true
+		c.mu.Unlock()
+		list, err := c.podSet().List(ctx)
+		if err != nil {
+			log.Error(err, "listing cached pods for recovery", "cluster", c.name)
 		}
-		if err := m.adopt(ctx, pod); err != nil {
-			log.Error(err, "recovering a server", "pod", pod.Namespace+"/"+pod.Name)
+		for _, pod := range list {
+			if !m.manages(c, pod) || !pod.Annotations.Has(naming.AnnotationUsername) {
+				continue
+			}
+			key := serverKey{pod.Annotations.Get(naming.AnnotationUsername), pod.Annotations.Get(naming.AnnotationServername)}
+			if m.multi {
+				// Terminating pods too: a start elsewhere waits for them.
+				m.claims.set(key, c, pod, false)
+			}
+			if pod.DeletionTimestamp != nil || !m.trusted(c, pod) {
+				continue
+			}
+			pods = append(pods, found{c, pod})
+			if m.multi {
+				byKey[key] = append(byKey[key], claimed{c, pod})
+			}
+		}
+	}
+	for _, f := range pods {
+		if m.multi {
+			key := serverKey{f.pod.Annotations.Get(naming.AnnotationUsername), f.pod.Annotations.Get(naming.AnnotationServername)}
+			if claims := byKey[key]; len(claims) > 1 {
+				if claims[0].pod == f.pod {
+					if err := m.splitBrain(key, claims); err != nil {
+						log.Error(err, "recovering a server", "cluster", f.c.name, "pod", f.pod.Namespace+"/"+f.pod.Name)
+					}
+				}
+				continue
+			}
+		}
+		if err := m.adopt(ctx, f.c, f.pod); err != nil {
+			log.Error(err, "recovering a server", "cluster", f.c.name, "pod", f.pod.Namespace+"/"+f.pod.Name)
 		}
 	}
 	m.seed(log)
 }
 
-// seed adds the seeded servers that recovery did not find.
+// seed adds the seeded servers that recovery did not find, each in the
+// cluster its State names (the default one when it names none).
 func (m *Manager) seed(log logr.Logger) {
 	for _, sd := range m.opts.Seed {
 		srv, st := sd.Server, sd.State
 		if m.lookup(srv) != nil {
 			continue // the pod's record wins
 		}
-		e, err := m.entryFor(srv)
+		c := m.cells[0]
+		if st.Cluster != "" {
+			var err error
+			if c, err = m.cellNamed(st.Cluster); err != nil {
+				log.Error(err, "seeding a server", "user", srv.Username, "server", srv.Servername)
+				continue
+			}
+		}
+		e, err := m.entryFor(srv, c)
 		if err != nil {
 			log.Error(err, "seeding a server", "user", srv.Username, "server", srv.Servername)
 			continue
@@ -359,6 +507,11 @@ func (m *Manager) seed(log logr.Logger) {
 		e.sp.LoadState(st)
 		e.mu.Lock()
 		e.status.State = e.sp.State()
+		c.mu.Lock()
+		// A cluster recovered already has no pod of it: stopped, as
+		// seeded. One not seen yet may have.
+		e.seeded = !c.recovered
+		c.mu.Unlock()
 		e.mu.Unlock()
 	}
 }
@@ -366,7 +519,7 @@ func (m *Manager) seed(log logr.Logger) {
 // adopt makes the server of a pod found in the cluster a managed server
 // and observes it. Everything it reads (owner annotations, the recorded
 // State, a KubeSpawner pod's notebook port) is in the cached pod.
-func (m *Manager) adopt(ctx context.Context, pod *reflector.Pod) error {
+func (m *Manager) adopt(ctx context.Context, c *cell, pod *reflector.Pod) error {
 	srv := naming.Server{Username: pod.Annotations.Get(naming.AnnotationUsername), Servername: pod.Annotations.Get(naming.AnnotationServername)}
 	rec, ok := spawner.StateFromPod(pod)
 	if ok {
@@ -374,11 +527,18 @@ func (m *Manager) adopt(ctx context.Context, pod *reflector.Pod) error {
 	} else {
 		rec = kubeSpawnerState(pod)
 	}
-	e, err := m.entryFor(srv)
+	e, err := m.entryFor(srv, c)
 	if err != nil {
 		return err
 	}
 	e.mu.Lock()
+	if e.cell != c {
+		// The server is known in another cluster: reconcile decides
+		// (a move, or a split brain).
+		e.mu.Unlock()
+		m.enqueue(e.key)
+		return nil
+	}
 	if e.op == nil && (e.status.Phase == PhaseStopped || e.status.Phase == PhaseFailed) {
 		e.sp.LoadState(rec)
 		e.status.State = e.sp.State()
@@ -433,6 +593,12 @@ func (m *Manager) apply(ctx context.Context, e *entry, st spawner.Status, sp *sp
 	if e.op != nil {
 		return // an operation began meanwhile and owns the phase
 	}
+	if e.seeded {
+		// The cluster's cache has been looked at: the phase below is
+		// what it holds, no longer a guess.
+		e.seeded = false
+		defer func() { m.notify(m.viewLocked(e)) }()
+	}
 	phase := e.status.Phase
 	switch {
 	case st.Running && st.Ready:
@@ -463,14 +629,14 @@ func (m *Manager) apply(ctx context.Context, e *entry, st spawner.Status, sp *sp
 		e.stream = stream
 		stream.Publish(spawner.ProgressEvent{Message: "Found the server starting; following it.", Time: m.opts.Clock.Now()})
 		m.setPhaseLocked(e, PhaseStarting)
-		go m.runStart(opCtx, e, op, sp, stream, func(ctx context.Context) (string, error) {
+		go m.runStart(opCtx, e, op, e.cell.name, sp, stream, func(ctx context.Context) (string, error) {
 			return sp.Resume(ctx, spawner.StartOptions{Progress: stream})
 		})
 	default:
 		if phase == PhaseRunning || phase == PhaseStarting {
 			e.status.ExitCode = intPtr(st.ExitCode)
 			e.status.URL, e.status.Reason, e.status.Message = "", st.Reason, st.Message
-			m.metrics.failures.WithLabelValues(string(st.Reason)).Inc()
+			m.metrics.failures.WithLabelValues(string(st.Reason), e.cell.name).Inc()
 			if st.ExitCode == 0 && st.Reason == spawner.ReasonExited {
 				m.setPhaseLocked(e, PhaseStopped)
 			} else {
@@ -488,7 +654,10 @@ func (m *Manager) checkUnschedulable(ctx context.Context, e *entry, op *operatio
 		return
 	}
 	st := e.sp.State()
-	pod, ok, err := m.pods.Get(ctx, st.Namespace, st.PodName)
+	e.mu.Lock()
+	c := e.cell
+	e.mu.Unlock()
+	pod, ok, err := c.podSet().Get(ctx, st.Namespace, st.PodName)
 	if err != nil || !ok {
 		return
 	}
@@ -518,10 +687,128 @@ func (m *Manager) resync(ctx context.Context) {
 		}
 		m.queue.Add(e.key)
 	}
-	if pods, err := m.pods.List(ctx); err == nil {
-		for _, p := range pods {
-			m.podChanged(p, false)
+	for _, c := range m.cells {
+		if pods, err := c.podSet().List(ctx); err == nil {
+			for _, p := range pods {
+				m.podChanged(c, p, false)
+			}
 		}
 	}
 	m.resyncs.Add(1)
 }
+
+// syncClusters waits until the clusters' informers have synced. With one
+// cluster it waits, bounded by ctx, as a Manager always has. With
+// several, once one has synced the others get clusterSyncGrace: a cluster
+// that has not synced by then is unavailable, and its servers are
+// recovered from its informers' events once it syncs; a down cluster
+// never holds the others back.
+func (m *Manager) syncClusters(ctx context.Context) error {
+	if !m.multi {
+		return m.cells[0].podSet().WaitForSync(ctx)
+	}
+	synced := make(chan int, len(m.cells))
+	var graceTimer *time.Timer
+	waitCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	// The waits of clusters not synced yet end here (cancel first: wg
+	// waits for them).
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	for i, c := range m.cells {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if c.podSet().WaitForSync(waitCtx) == nil {
+				synced <- i
+			}
+		}()
+	}
+	// Awaited: every cluster but those that did not answer the version
+	// check (they are unavailable already; their informers retry).
+	awaited := 0
+	for _, c := range m.cells {
+		if down, _ := c.unavailable(); !down {
+			awaited++
+		}
+	}
+	first := true
+	for n := 0; first || n < awaited; {
+		var grace <-chan time.Time
+		if !first {
+			if graceTimer == nil {
+				graceTimer = time.NewTimer(clusterSyncGrace)
+				defer graceTimer.Stop()
+			}
+			grace = graceTimer.C
+		}
+		select {
+		case i := <-synced:
+			first = false
+			if down, _ := m.cells[i].unavailable(); !down {
+				n++
+			}
+		case <-grace:
+			now := time.Now()
+			for _, c := range m.cells {
+				if !c.synced() {
+					c.mu.Lock()
+					c.badSince, c.down, c.downSince = now, true, now
+					c.mu.Unlock()
+					m.metrics.clusterUp(c.name, false)
+				}
+			}
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	return nil
+}
+
+// checkVersions checks each cluster's API server version at Start. With
+// one cluster, any failure is Start's error. With several, only a server
+// too old is: a cluster that does not answer (within pingTimeout) is
+// marked unavailable and checked by checkCluster once it answers, so
+// that a restart while one cluster is away serves the others.
+func (m *Manager) checkVersions(ctx context.Context, log logr.Logger) error {
+	if !m.multi {
+		c := m.cells[0]
+		info, err := spawner.CheckServerVersion(ctx, c.client)
+		if err != nil {
+			return fmt.Errorf("manager: %w", err)
+		}
+		c.versionOK = true // before any goroutine reads it
+		log.V(1).Info("API server", "version", info.GitVersion)
+		return nil
+	}
+	errs := make([]error, len(m.cells))
+	var wg sync.WaitGroup
+	for i, c := range m.cells {
+		wg.Go(func() { errs[i] = c.ping(ctx, log) })
+	}
+	wg.Wait()
+	now := time.Now()
+	for i, c := range m.cells {
+		switch err := errs[i]; {
+		case err == nil:
+		case errors.Is(err, spawner.ErrServerTooOld):
+			return fmt.Errorf("manager: %w", err)
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
+		default:
+			log.Info("cluster not answering at start: unavailable until it does", "cluster", c.name, "error", err.Error())
+			c.mu.Lock()
+			c.badSince, c.down, c.downSince = now, true, now
+			c.mu.Unlock()
+			m.metrics.clusterUp(c.name, false)
+		}
+	}
+	return nil
+}
+
+// clusterSyncGrace is how long Start waits, with several clusters, for
+// the others once one cluster's informers have synced.
+const clusterSyncGrace = 30 * time.Second

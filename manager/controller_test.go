@@ -22,8 +22,9 @@ func TestPodChangedSkipsTheReadyVersion(t *testing.T) {
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[serverKey]())
 	defer q.ShutDown()
 	key := serverKey{user: "alice"}
-	e := &entry{key: key, status: Status{Phase: PhaseStarting}}
-	m := &Manager{servers: map[serverKey]*entry{key: e}, queue: q}
+	c := &cell{}
+	e := &entry{key: key, cell: c, status: Status{Phase: PhaseStarting}}
+	m := &Manager{cells: []*cell{c}, servers: map[serverKey]*entry{key: e}, queue: q}
 	podOf := func(rv string) *reflector.Pod {
 		return reflector.NewPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "jupyter-alice", ResourceVersion: rv,
 			Labels:      map[string]string{naming.LabelManagedBy: naming.ManagedBySpawnkit},
@@ -40,26 +41,26 @@ func TestPodChangedSkipsTheReadyVersion(t *testing.T) {
 	}
 	e.op = &operation{kind: opStart}
 	for _, rv := range []string{"1", "2", "3"} {
-		m.podChanged(podOf(rv), false)
+		m.podChanged(m.cells[0], podOf(rv), false)
 	}
 	if n := queued(); n != 0 {
 		t.Fatalf("during the start: %d queued, want none", n)
 	}
 	e.op, e.readyVersion, e.status.Phase = nil, "4", PhaseRunning
-	m.podChanged(podOf("4"), false)
+	m.podChanged(m.cells[0], podOf("4"), false)
 	if n := queued(); n != 0 {
 		t.Errorf("the ready version after the start: %d queued, want none", n)
 	}
-	m.podChanged(podOf("4"), true)
+	m.podChanged(m.cells[0], podOf("4"), true)
 	if n := queued(); n != 1 {
 		t.Errorf("a deletion carrying the ready version: %d queued, want 1", n)
 	}
-	m.podChanged(podOf("5"), false)
+	m.podChanged(m.cells[0], podOf("5"), false)
 	if n := queued(); n != 1 {
 		t.Errorf("a later version: %d queued, want 1", n)
 	}
 	e.status.Phase = PhaseFailed
-	m.podChanged(podOf("4"), false)
+	m.podChanged(m.cells[0], podOf("4"), false)
 	if n := queued(); n != 1 {
 		t.Errorf("the ready version of a server no longer running: %d queued, want 1", n)
 	}
@@ -76,8 +77,9 @@ func TestSettledOnlyOnTheReadyVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pods.Release()
-	m := &Manager{pods: &podSet{handles: []*reflector.Pods{pods}}}
-	if e := (&entry{}); m.settledLocked(ctx, e, newSpawner(t, naming.Server{Username: "never-started"}, baseConfig(ns))) {
+	c := &cell{pods: &podSet{handles: []*reflector.Pods{pods}}}
+	m := &Manager{cells: []*cell{c}}
+	if e := (&entry{cell: c}); m.settledLocked(ctx, e, newSpawner(t, naming.Server{Username: "never-started"}, baseConfig(ns))) {
 		t.Error("a Spawner that never started: settled")
 	}
 	sp := newSpawner(t, naming.Server{Username: "settled"}, baseConfig(ns))
@@ -89,7 +91,7 @@ func TestSettledOnlyOnTheReadyVersion(t *testing.T) {
 		t.Fatal("ReadyPod after a start: none")
 	}
 	cachedAt(t, ctx, pods, ns, ready.Name, ready.ResourceVersion)
-	e := &entry{}
+	e := &entry{cell: c}
 	if !m.settledLocked(ctx, e, sp) || e.readyVersion != ready.ResourceVersion {
 		t.Errorf("the cache holds the ready version: settled %q, want it settled on %s", e.readyVersion, ready.ResourceVersion)
 	}
@@ -103,7 +105,7 @@ func TestSettledOnlyOnTheReadyVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	cachedAt(t, ctx, pods, ns, ready.Name, later.ResourceVersion)
-	if e := (&entry{}); m.settledLocked(ctx, e, sp) {
+	if e := (&entry{cell: c}); m.settledLocked(ctx, e, sp) {
 		t.Error("a later version is cached: settled on the ready one")
 	}
 	// Another pod of the name (same labels, a new uid) is not the one
@@ -115,14 +117,14 @@ func TestSettledOnlyOnTheReadyVersion(t *testing.T) {
 		_, ok, _ := pods.Get(ctx, ns, ready.Name)
 		return !ok
 	})
-	if e := (&entry{}); m.settledLocked(ctx, e, sp) {
+	if e := (&entry{cell: c}); m.settledLocked(ctx, e, sp) {
 		t.Error("the pod is gone: settled")
 	}
 	other := idlePod(t, ctx, pods, ns, ready.Name)
 	if other.UID == ready.UID {
 		t.Fatal("the replacement has the ready pod's uid")
 	}
-	if e := (&entry{}); m.settledLocked(ctx, e, sp) {
+	if e := (&entry{cell: c}); m.settledLocked(ctx, e, sp) {
 		t.Error("another pod of the name: settled")
 	}
 }
@@ -144,14 +146,14 @@ func TestRunStartReconcilesAChangeAfterReady(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer sp.Close()
-			e := &entry{key: key, sp: sp, status: Status{Phase: PhaseStarting}}
+			e := &entry{key: key, cell: m.cells[0], sp: sp, status: Status{Phase: PhaseStarting}}
 			e.mu.Lock()
 			op, opCtx := m.beginOpLocked(ctx, e, kind)
 			e.mu.Unlock()
 			if kind == opStart {
 				m.metrics.spawnsInFlight.Inc()
 			}
-			m.runStart(opCtx, e, op, sp, spawner.NewStream(), func(ctx context.Context) (string, error) {
+			m.runStart(opCtx, e, op, "", sp, spawner.NewStream(), func(ctx context.Context) (string, error) {
 				url, err := sp.Start(ctx, hubStart())
 				if err != nil || !changed {
 					return url, err

@@ -17,6 +17,18 @@ const (
 	ReasonStopped spawner.Reason = "Stopped"
 	// ReasonStopFailed: Stop could not delete the pod (Message says why).
 	ReasonStopFailed spawner.Reason = "StopFailed"
+	// ReasonClusterUnavailable: the server's cluster has not answered
+	// for longer than Options.ClusterDownAfter; its phase is
+	// PhaseUnknown until it does (see Status).
+	ReasonClusterUnavailable spawner.Reason = "ClusterUnavailable"
+	// ReasonInOtherCluster: a start waited for a slot (ConcurrentSpawnLimit)
+	// and meanwhile a pod of the server appeared in another cluster; the
+	// start made nothing, and the Manager follows that pod.
+	ReasonInOtherCluster spawner.Reason = "InOtherCluster"
+	// ReasonSplitBrain: the server has pods in more than one cluster
+	// (a restore, or another hub): PhaseUnknown, and nothing acts on it
+	// until all but one are gone.
+	ReasonSplitBrain spawner.Reason = "SplitBrain"
 )
 
 // Manager errors.
@@ -38,5 +50,15 @@ var (
 	// ErrShutdown is the cause with which a Manager that shuts down, or
 	// loses its lease, cancels its starts. It wraps spawner.ErrDetach:
 	// starts in flight leave their pods for the next leader to resume.
-	ErrShutdown = fmt.Errorf("manager: shutting down or no longer leading: %w", spawner.ErrDetach)
+	// ErrClusterUnavailable: the cluster the call needs is unavailable
+	// (a *ClusterUnavailableError names it and since when).
+	ErrClusterUnavailable = errors.New("manager: cluster unavailable")
+	// ErrNoSuchCluster: a placement (kubernetes_cluster, Placement, a
+	// seeded State) names a cluster the Manager does not run.
+	ErrNoSuchCluster = errors.New("manager: no such cluster")
+	// ErrSplitBrain: the server has pods in more than one cluster; the
+	// Manager acts on none of them (the error names each). It wraps
+	// ErrBusy.
+	ErrSplitBrain = fmt.Errorf("%w: the server is in more than one cluster", ErrBusy)
+	ErrShutdown   = fmt.Errorf("manager: shutting down or no longer leading: %w", spawner.ErrDetach)
 )

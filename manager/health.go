@@ -33,8 +33,25 @@ type Health struct {
 	// LeaseErrorSince is when the Lease calls began failing.
 	LeaseErrorSince time.Time
 	// Pods is the health of the Manager's pod informer (zero before
-	// Start takes it).
+	// Start takes it); with several clusters, the default cluster's.
 	Pods reflector.Status
+	// Clusters are every cluster's health, the default first: one,
+	// unnamed, without Options.Clusters.
+	Clusters []ClusterHealth
+}
+
+// Degraded names the clusters that are unavailable, or is nil: a replica
+// whose other clusters work still takes work (a start placed on an
+// unavailable cluster fails fast, naming it), so this is not part of
+// Ready; a readiness probe reports it in its body.
+func (h Health) Degraded() error {
+	var errs []error
+	for _, c := range h.Clusters {
+		if err := c.Err(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Ready reports why the replica should not receive work, or nil: not
@@ -48,15 +65,24 @@ func (h Health) Ready() error {
 	if !h.Running {
 		errs = append(errs, fmt.Errorf("%w: the Manager has not recovered the cluster's servers yet, or has stopped", ErrNotRunning))
 	}
-	switch {
-	case !h.Pods.Synced && h.Pods.LastError != nil:
-		errs = append(errs, fmt.Errorf("manager: the pod informer has not synced; last list or watch error: %w", h.Pods.LastError))
-	case !h.Pods.Synced:
-		errs = append(errs, errors.New("manager: the pod informer has not synced"))
-	case h.Pods.Denied != nil:
-		// Synced by lists between refused watches, the cache lags by
-		// client-go's backoff: starts would wait, stops never be seen.
-		errs = append(errs, fmt.Errorf("manager: the pod informer is refused by the API server: %w", h.Pods.Denied))
+	if len(h.Clusters) > 1 {
+		// Several clusters: ready while one of them serves; the others'
+		// trouble is Degraded. With none serving, each says why.
+		var none []error
+		for _, c := range h.Clusters {
+			errs := podsNotReady(c.Pods)
+			if len(errs) == 0 && !c.Unavailable {
+				none = nil
+				break
+			}
+			if len(errs) == 0 {
+				errs = []error{c.Err()}
+			}
+			none = append(none, fmt.Errorf("cluster %q: %w", c.Name, errors.Join(errs...)))
+		}
+		errs = append(errs, none...)
+	} else {
+		errs = append(errs, podsNotReady(h.Pods)...)
 	}
 	if h.Running && !h.Electing && !h.Leading {
 		// Without election the one term ends only with Start's ctx.
@@ -72,18 +98,31 @@ func (h Health) Ready() error {
 	return errors.Join(errs...)
 }
 
+// podsNotReady is why pod informers in this condition cannot serve.
+func podsNotReady(pods reflector.Status) []error {
+	switch {
+	case !pods.Synced && pods.LastError != nil:
+		return []error{fmt.Errorf("manager: the pod informer has not synced; last list or watch error: %w", pods.LastError)}
+	case !pods.Synced:
+		return []error{errors.New("manager: the pod informer has not synced")}
+	case pods.Denied != nil:
+		// Synced by lists between refused watches, the cache lags by
+		// client-go's backoff: starts would wait, stops never be seen.
+		return []error{fmt.Errorf("manager: the pod informer is refused by the API server: %w", pods.Denied)}
+	}
+	return nil
+}
+
 // Health reports the Manager's condition now, without blocking on the
 // Manager's work: it takes the Manager's lock only briefly.
 func (m *Manager) Health() Health {
 	m.mu.Lock()
 	h := Health{Running: m.running && isClosed(m.ready), Electing: m.lease != nil, Leading: m.leading, Pods: reflector.Status{}}
-	pods := m.pods
 	m.mu.Unlock()
-	if pods != nil {
-		// Also while recovering: a recovery that waits for a refused
-		// list says why.
-		h.Pods = pods.Status()
-	}
+	// Also while recovering: a recovery that waits for a refused list
+	// says why.
+	h.Clusters = m.clusterHealth()
+	h.Pods = h.Clusters[0].Pods
 	m.leaseMu.Lock()
 	h.LeaseError, h.LeaseErrorSince = m.leaseErr, m.leaseErrSince
 	m.leaseMu.Unlock()

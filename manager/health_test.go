@@ -97,7 +97,7 @@ func TestLiveReportsAHeldLock(t *testing.T) {
 func TestLiveReportsStalledWorkers(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	m, _ := runManager(t, Options{Config: baseConfig(newNamespace(t)), Workers: 1, Clock: clk})
-	wedged, err := m.entryFor(naming.Server{Username: "h-wedged"})
+	wedged, err := m.entryFor(naming.Server{Username: "h-wedged"}, m.cells[0])
 	if err != nil {
 		t.Fatal(err)
 	}

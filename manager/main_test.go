@@ -148,6 +148,6 @@ func unstarted(t *testing.T, ctx context.Context, ns string) (*Manager, *reflect
 	t.Cleanup(pods.Release)
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[serverKey]())
 	t.Cleanup(q.ShutDown)
-	m.pods, m.queue = &podSet{handles: []*reflector.Pods{pods}}, q
+	m.cells[0].pods, m.queue = &podSet{handles: []*reflector.Pods{pods}}, q
 	return m, pods, q
 }

@@ -20,11 +20,28 @@ import (
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
-// Options configure New. Client and Registry are required; the zero
-// value of every other field means its default.
+// Options configure New. Client and Registry (one cluster) or Clusters
+// (several) are required; the zero value of every other field means its
+// default.
 type Options struct {
+	// Client and Registry are the one cluster of a Manager without
+	// Clusters: it is unnamed, and its servers' objects, State and
+	// Status name no cluster.
 	Client   kubernetes.Interface
 	Registry *reflector.Registry
+	// Clusters, instead of Client and Registry, are the clusters the
+	// Manager runs servers in, each with its own client (and rate
+	// limits), Registry and health; the first is the default. See
+	// Cluster and the package documentation's "Several clusters".
+	Clusters []Cluster
+	// Placement, when set, picks a start's clusters in order of
+	// preference (the first healthy one takes the start): a Go hub's
+	// rule, such as the least loaded cluster or one by user. When the
+	// resolved profile names clusters (kubernetes_cluster), Placement
+	// picks among them (PlacementRequest.Profile): a cluster outside
+	// them is an error. Without Placement, kubernetes_cluster decides,
+	// else the cluster the server last ran in, else the default.
+	Placement func(ctx context.Context, req PlacementRequest) ([]string, error)
 	// Config is the base configuration; Spawn resolves profiles on it.
 	Config spawner.Config
 	Hooks  spawner.Hooks
@@ -42,7 +59,9 @@ type Options struct {
 	UnschedulableTimeout time.Duration
 	// ConcurrentSpawnLimit bounds the starts in flight (JupyterHub's
 	// concurrent_spawn_limit); more wait in a queue and report their
-	// position as progress. Default: 100. Negative means no bound.
+	// position as progress. Default: 100. Negative means no bound. With
+	// several clusters the bound is per cluster: starts that wait in one
+	// (an API server away, slow image pulls) never hold back another's.
 	ConcurrentSpawnLimit int
 	// Workers is the number of goroutines reconciling pod changes.
 	// Default: 2.
@@ -67,6 +86,12 @@ type Options struct {
 	// like any other server. Default: false, KubeSpawner's pods are left
 	// alone.
 	AdoptKubeSpawner bool
+	// ClusterDownAfter is how long a cluster's informers must fail
+	// without a success before the cluster is unavailable: its servers
+	// are reported PhaseUnknown and starts and stops in it fail with
+	// ErrClusterUnavailable. With several clusters only. Default: 3
+	// seconds.
+	ClusterDownAfter time.Duration
 	// Registerer, when set, receives the Manager's metrics.
 	Registerer prometheus.Registerer
 	// Clock drives resync, retention and timestamps. Default: real.
@@ -89,6 +114,9 @@ func (o *Options) defaults() {
 	if o.ConcurrentSpawnLimit == 0 {
 		o.ConcurrentSpawnLimit = 100
 	}
+	if o.ClusterDownAfter <= 0 {
+		o.ClusterDownAfter = 3 * time.Second
+	}
 	if o.Workers <= 0 {
 		o.Workers = 2
 	}
@@ -100,10 +128,17 @@ func (o *Options) defaults() {
 // Manager is a controller for a hub's servers, built only on the spawner
 // package's exported API. A Manager is safe for concurrent use.
 type Manager struct {
-	opts    Options
-	factory *spawner.Factory
-	cfg     spawner.Config // the factory's, defaulted
-	lease   *leaseConfig   // nil without LeaderElection
+	opts Options
+	// cells are the clusters, the default first; byName finds them.
+	cells  []*cell
+	byName map[string]*cell
+	// multi is true with several clusters: only then are servers
+	// indexed across clusters (claims) and placed.
+	multi   bool
+	claims  claimIndex
+	factory *spawner.Factory // the default cluster's
+	cfg     spawner.Config   // the factory's, defaulted
+	lease   *leaseConfig     // nil without LeaderElection
 	metrics *metrics
 	// reconciles counts the servers the workers reconciled (tests check
 	// that a spawn costs none).
@@ -132,7 +167,6 @@ type Manager struct {
 	opsDone  sync.WaitGroup
 	watchers map[*watcher]struct{}
 	queue    workqueue.TypedRateLimitingInterface[serverKey]
-	pods     *podSet
 	// log is Start's logger (from its ctx), with "manager" as its name.
 	log logr.Logger
 
@@ -150,8 +184,8 @@ type Manager struct {
 	// cluster; calls wait for it.
 	ready chan struct{}
 
-	slots chan struct{} // start slots (ConcurrentSpawnLimit)
-	// waiting counts starts queued for a slot, for their position.
+	// waiting are the starts queued for a slot (each cluster has its
+	// own, cell.slots), for their position.
 	waitingMu sync.Mutex
 	waiting   []*entry
 }
@@ -162,9 +196,22 @@ func keyOf(s naming.Server) serverKey { return serverKey{s.Username, s.Servernam
 
 // entry is one server; mu guards its fields.
 type entry struct {
-	mu      sync.Mutex
-	key     serverKey
-	sp      *spawner.Spawner
+	mu  sync.Mutex
+	key serverKey
+	// cell is the cluster the server is in; sp is a Spawner of its
+	// Factory. Both change together, under mu, only when the server is
+	// idle and moves (Spawn places it elsewhere, or reconcile finds its
+	// only pod in another cluster).
+	cell *cell
+	sp   *spawner.Spawner
+	// splitBrain, when set, names the pods of this server found in more
+	// than one cluster: nothing acts on it until one is gone.
+	splitBrain string
+	// seeded is set while the server's only record is its Seed: with
+	// several clusters, a cluster not seen since Start (or unavailable)
+	// may hold its pod, so it is reported unknown, not stopped, until
+	// the cluster's cache has been looked at (apply) or a start begins.
+	seeded  bool
 	status  Status
 	stream  *spawner.Stream // the current (or last) operation's progress
 	op      *operation
@@ -172,6 +219,9 @@ type entry struct {
 	// forgotten is set when the entry leaves the Manager; a caller that
 	// still holds it looks the server up again.
 	forgotten bool
+	// queuedIn is the cluster whose start slot the entry's start waits
+	// for (guarded by Manager.waitingMu, not mu).
+	queuedIn *cell
 	// readyVersion is the pod version the last start or resume found
 	// ready, while the phase is still the one set from it: see runStart.
 	readyVersion string
@@ -224,25 +274,40 @@ const maxUntrustedSeen = 10000
 // LeaderElection.
 func New(opts Options) (*Manager, error) {
 	opts.defaults()
-	f, err := spawner.NewFactory(spawner.Options{Client: opts.Client, Registry: opts.Registry, Config: opts.Config, Hooks: opts.Hooks, Clock: opts.Clock})
+	cells, err := newCells(&opts)
 	if err != nil {
 		return nil, err
 	}
-	if _, _, open := f.Namespaces(); open != "" {
-		return nil, fmt.Errorf("manager: %s lets the user type the namespace (\"{value}\" in its namespace override): the Manager can neither watch nor trust a namespace it cannot list in advance", open)
-	}
-	m := &Manager{opts: opts, factory: f, cfg: f.Config(), servers: map[serverKey]*entry{}, ops: map[*operation]struct{}{},
+	m := &Manager{opts: opts, cells: cells, byName: map[string]*cell{}, multi: len(opts.Clusters) > 0,
+		factory: cells[0].factory, cfg: cells[0].cfg, servers: map[serverKey]*entry{}, ops: map[*operation]struct{}{},
 		untrustedSeen: map[types.UID]struct{}{},
 		watchers:      map[*watcher]struct{}{}, ready: make(chan struct{}), log: logr.Discard()}
+	for _, c := range cells {
+		m.byName[c.name] = c
+	}
+	if err := m.checkClusterNames(); err != nil {
+		return nil, err
+	}
+	m.claims.init()
 	if opts.LeaderElection != nil {
-		if m.lease, err = opts.LeaderElection.config(opts.Client, m.cfg.Namespace, m.observeLease); err != nil {
+		// The Lease lives in the default cluster.
+		if m.lease, err = opts.LeaderElection.config(cells[0].client, m.cfg.Namespace, m.observeLease); err != nil {
 			return nil, err
 		}
 	}
 	if opts.ConcurrentSpawnLimit > 0 {
-		m.slots = make(chan struct{}, opts.ConcurrentSpawnLimit)
+		for _, c := range cells {
+			c.slots = make(chan struct{}, opts.ConcurrentSpawnLimit)
+		}
 	}
 	m.metrics = newMetrics(m)
+	if m.multi {
+		// Up until found otherwise (a cluster that does not sync in
+		// time, or fails, is marked down).
+		for _, c := range m.cells {
+			m.metrics.clusterUp(c.name, true)
+		}
+	}
 	if opts.Registerer != nil {
 		if err := m.metrics.register(opts.Registerer); err != nil {
 			return nil, err
@@ -251,12 +316,23 @@ func New(opts Options) (*Manager, error) {
 	return m, nil
 }
 
-// Config returns the Manager's base configuration (with defaults).
+// Config returns the Manager's base configuration (with defaults): the
+// default cluster's.
 func (m *Manager) Config() spawner.Config { return m.cfg }
 
-// Factory returns the Factory the Manager makes its Spawners with, for a
-// hub that plans or inspects servers the way the Manager does.
+// Factory returns the Factory the Manager makes its Spawners with (the
+// default cluster's), for a hub that plans or inspects servers the way
+// the Manager does. ClusterFactory gives another cluster's.
 func (m *Manager) Factory() *spawner.Factory { return m.factory }
+
+// ClusterFactory returns the Factory of the named cluster, or false.
+func (m *Manager) ClusterFactory(name string) (*spawner.Factory, bool) {
+	c, ok := m.byName[name]
+	if !ok {
+		return nil, false
+	}
+	return c.factory, true
+}
 
 // WaitReady waits, bounded by ctx, until Start has recovered the
 // cluster's servers: from then on Status, List and Watch report them. It
@@ -313,15 +389,16 @@ func (m *Manager) entries() []*entry {
 	return out
 }
 
-// entryFor returns the entry of s, creating a stopped one.
-func (m *Manager) entryFor(s naming.Server) (*entry, error) {
-	return m.entryWith(s, nil)
+// entryFor returns the entry of s, creating a stopped one in cluster c.
+func (m *Manager) entryFor(s naming.Server, c *cell) (*entry, error) {
+	return m.entryWith(s, c, nil)
 }
 
 // entryWith is entryFor with a Spawner of s for a new entry (nil: made
-// here), so that Spawn, which made one to plan with, does not name the
-// server twice.
-func (m *Manager) entryWith(s naming.Server, sp *spawner.Spawner) (*entry, error) {
+// here from c's Factory), so that Spawn, which made one to plan with,
+// does not name the server twice. An existing entry is returned as it is,
+// in whichever cluster it is.
+func (m *Manager) entryWith(s naming.Server, c *cell, sp *spawner.Spawner) (*entry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.servers[keyOf(s)]; ok {
@@ -329,11 +406,11 @@ func (m *Manager) entryWith(s naming.Server, sp *spawner.Spawner) (*entry, error
 	}
 	if sp == nil {
 		var err error
-		if sp, err = m.factory.New(s); err != nil {
+		if sp, err = c.factory.New(s); err != nil {
 			return nil, err
 		}
 	}
-	e := &entry{key: keyOf(s), sp: sp, changed: m.opts.Clock.Now()}
+	e := &entry{key: keyOf(s), cell: c, sp: sp, changed: m.opts.Clock.Now()}
 	e.status = Status{User: s.Username, Server: s.Servername, Phase: PhaseStopped, State: sp.State()}
 	m.servers[e.key] = e
 	return e, nil
@@ -341,9 +418,9 @@ func (m *Manager) entryWith(s naming.Server, sp *spawner.Spawner) (*entry, error
 
 // lockedEntry is entryWith, returning the entry locked: never one that
 // retention has forgotten meanwhile.
-func (m *Manager) lockedEntry(s naming.Server, sp *spawner.Spawner) (*entry, error) {
+func (m *Manager) lockedEntry(s naming.Server, c *cell, sp *spawner.Spawner) (*entry, error) {
 	for {
-		e, err := m.entryWith(s, sp)
+		e, err := m.entryWith(s, c, sp)
 		if err != nil {
 			return nil, err
 		}
@@ -368,7 +445,7 @@ func (m *Manager) setPhaseLocked(e *entry, p Phase) {
 	e.status.Phase = p
 	e.status.Ready = p == PhaseRunning
 	e.status.State = e.sp.State()
-	m.notify(e.status)
+	m.notify(m.viewLocked(e))
 }
 
 // beginOpLocked registers an operation on e (e.mu held) and returns it
@@ -406,11 +483,43 @@ func (m *Manager) endOp(op *operation) {
 func (m *Manager) statusOf(e *entry) Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.status
+	return m.viewLocked(e)
 }
 
 func notFound(s naming.Server) error {
 	return fmt.Errorf("%w: server %q of user %q", ErrNotFound, s.Servername, s.Username)
+}
+
+// unknown is the error of a call about a server the Manager does not
+// know: ErrNotFound, unless (with several clusters) a cluster has not
+// been seen since Start, which may hold it: then a
+// *ClusterUnavailableError for each such cluster (ErrClusterUnavailable,
+// not ErrNotFound), so that a hub polling a server it believes running
+// keeps it rather than ending it. Once every cluster has been seen, an
+// unknown server is in none of them.
+func (m *Manager) unknown(s naming.Server) error {
+	if !m.multi {
+		return notFound(s)
+	}
+	var unseen []error
+	now := time.Now()
+	for _, c := range m.cells {
+		c.mu.Lock()
+		recovered, down, since := c.recovered, c.down, c.downSince
+		c.mu.Unlock()
+		if recovered {
+			continue
+		}
+		if !down {
+			since = now
+		}
+		unseen = append(unseen, &ClusterUnavailableError{Cluster: c.name, Since: since})
+	}
+	if len(unseen) == 0 {
+		return notFound(s)
+	}
+	return fmt.Errorf("manager: server %q of user %q is not known, and a cluster not seen since the Manager started may hold it: %w",
+		s.Servername, s.Username, errors.Join(unseen...))
 }
 
 func intPtr(i int) *int { return &i }

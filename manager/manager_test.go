@@ -31,10 +31,10 @@ import (
 // it down gracefully and waits for it.
 func runManager(t *testing.T, opts Options) (*Manager, func()) {
 	t.Helper()
-	if opts.Client == nil {
+	if opts.Client == nil && opts.Clusters == nil {
 		opts.Client = cluster.Client
 	}
-	if opts.Registry == nil {
+	if opts.Registry == nil && opts.Clusters == nil {
 		opts.Registry = sharedRegistry(t)
 	}
 	m, err := New(opts)

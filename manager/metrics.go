@@ -11,10 +11,15 @@ import (
 
 // The Manager's metrics (with Options.Registerer):
 //
-//	spawnkit_manager_starts_total{kind}                      starts ("start") and resumed starts ("resume") begun
-//	spawnkit_manager_spawn_duration_seconds{kind,outcome}  histogram: start/resume to ready or failure
-//	spawnkit_manager_failures_total{reason}                  starts that failed and servers that exited, by reason
-//	spawnkit_manager_servers{phase}                         servers by phase
+//	spawnkit_manager_starts_total{kind,cluster}                     starts ("start") and resumed starts ("resume") begun
+//	spawnkit_manager_spawn_duration_seconds{kind,outcome,cluster} histogram: start/resume to ready or failure
+//	spawnkit_manager_failures_total{reason,cluster}                 starts that failed and servers that exited, by reason
+//	spawnkit_manager_servers{phase,cluster}                         servers by phase (as Status reports it: unknown too)
+//	spawnkit_manager_cluster_up{cluster}                            1 while the cluster is available, 0 while it is not
+//	spawnkit_manager_split_brains_total                             servers found in more than one cluster at once
+//
+// cluster is "" for a Manager without Options.Clusters.
+//
 //	spawnkit_manager_spawns_in_flight                       starts running or queued
 //	spawnkit_manager_queue_depth{queue}                     "reconcile": the workqueue; "start": starts waiting for a slot
 //	spawnkit_manager_untrusted_pods_total                   pods that claim a server where its configuration does not put it (ignored)
@@ -25,6 +30,8 @@ type metrics struct {
 	failures       *prometheus.CounterVec
 	spawnsInFlight prometheus.Gauge
 	untrusted      prometheus.Counter
+	splitBrains    prometheus.Counter
+	up             *prometheus.GaugeVec
 	servers        *prometheus.Desc
 	queueDepth     *prometheus.Desc
 }
@@ -35,16 +42,16 @@ func newMetrics(m *Manager) *metrics {
 		starts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spawnkit_manager_starts_total",
 			Help: "Starts begun: kind start for Spawn, resume for a start a new leader or a restarted Manager took over.",
-		}, []string{"kind"}),
+		}, []string{"kind", "cluster"}),
 		spawnDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "spawnkit_manager_spawn_duration_seconds",
 			Help:    "Time from a start (or resume) to its pod being ready or the start failing.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
-		}, []string{"kind", "outcome"}),
+		}, []string{"kind", "outcome", "cluster"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spawnkit_manager_failures_total",
 			Help: "Failed starts and exited servers, by reason.",
-		}, []string{"reason"}),
+		}, []string{"reason", "cluster"}),
 		spawnsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "spawnkit_manager_spawns_in_flight",
 			Help: "Starts running or waiting for a start slot.",
@@ -53,24 +60,40 @@ func newMetrics(m *Manager) *metrics {
 			Name: "spawnkit_manager_untrusted_pods_total",
 			Help: "Pods ignored because they claim a server (owner annotations) outside the namespace or under another name than its configuration gives it; each counted once.",
 		}),
-		servers:    prometheus.NewDesc("spawnkit_manager_servers", "Managed servers by phase.", []string{"phase"}, nil),
+		splitBrains: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spawnkit_manager_split_brains_total",
+			Help: "Servers found with pods in more than one cluster at once (left alone until all but one are gone); each change of what was found counts once.",
+		}),
+		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "spawnkit_manager_cluster_up",
+			Help: "1 while the cluster's informers are healthy, 0 while the cluster is unavailable (its servers are reported unknown).",
+		}, []string{"cluster"}),
+		servers:    prometheus.NewDesc("spawnkit_manager_servers", "Managed servers by phase, as Status reports them.", []string{"phase", "cluster"}, nil),
 		queueDepth: prometheus.NewDesc("spawnkit_manager_queue_depth", "Items waiting: the reconcile workqueue, and starts waiting for a slot.", []string{"queue"}, nil),
 	}
 }
 
 func (mm *metrics) register(r prometheus.Registerer) error {
 	var errs []error
-	for _, c := range []prometheus.Collector{mm.starts, mm.spawnDuration, mm.failures, mm.spawnsInFlight, mm.untrusted, mm} {
+	for _, c := range []prometheus.Collector{mm.starts, mm.spawnDuration, mm.failures, mm.spawnsInFlight, mm.untrusted, mm.splitBrains, mm.up, mm} {
 		errs = append(errs, r.Register(c))
 	}
 	return errors.Join(errs...)
 }
 
-func (mm *metrics) observeSpawn(kind opKind, outcome string, reason spawner.Reason, d time.Duration) {
-	mm.spawnDuration.WithLabelValues(string(kind), outcome).Observe(d.Seconds())
+func (mm *metrics) observeSpawn(kind opKind, outcome string, reason spawner.Reason, d time.Duration, cluster string) {
+	mm.spawnDuration.WithLabelValues(string(kind), outcome, cluster).Observe(d.Seconds())
 	if outcome == "failed" && reason != spawner.ReasonDetached {
-		mm.failures.WithLabelValues(string(reason)).Inc()
+		mm.failures.WithLabelValues(string(reason), cluster).Inc()
 	}
+}
+
+func (mm *metrics) clusterUp(cluster string, up bool) {
+	v := 0.0
+	if up {
+		v = 1
+	}
+	mm.up.WithLabelValues(cluster).Set(v)
 }
 
 // Describe and Collect make the phase and queue gauges, computed at
@@ -81,12 +104,24 @@ func (mm *metrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (mm *metrics) Collect(ch chan<- prometheus.Metric) {
-	counts := map[Phase]int{PhaseStopped: 0, PhaseStarting: 0, PhaseRunning: 0, PhaseStopping: 0, PhaseFailed: 0}
-	for _, st := range mm.m.List() {
-		counts[st.Phase]++
+	type key struct {
+		phase   Phase
+		cluster string
 	}
-	for p, n := range counts {
-		ch <- prometheus.MustNewConstMetric(mm.servers, prometheus.GaugeValue, float64(n), string(p))
+	counts := map[key]int{}
+	for _, c := range mm.m.cells {
+		for _, p := range []Phase{PhaseStopped, PhaseStarting, PhaseRunning, PhaseStopping, PhaseFailed} {
+			counts[key{p, c.name}] = 0
+		}
+		if mm.m.multi {
+			counts[key{PhaseUnknown, c.name}] = 0
+		}
+	}
+	for _, st := range mm.m.List() {
+		counts[key{st.Phase, st.Cluster}]++
+	}
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(mm.servers, prometheus.GaugeValue, float64(n), string(k.phase), k.cluster)
 	}
 	mm.m.mu.Lock()
 	q := mm.m.queue

@@ -65,20 +65,43 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 		return Status{}, false, err
 	}
 	known := m.lookup(s)
+	var prev *cell
 	if known != nil {
-		if st := m.statusOf(known); st.Phase == PhaseStarting || st.Phase == PhaseRunning {
-			return st, false, nil
+		known.mu.Lock()
+		phase, split, c := known.status.Phase, known.splitBrain, known.cell
+		view := m.viewLocked(known)
+		known.mu.Unlock()
+		if split != "" {
+			return view, false, fmt.Errorf("%w: %s", ErrSplitBrain, split)
 		}
+		if phase == PhaseStarting || phase == PhaseRunning {
+			return view, false, nil
+		}
+		prev = c
+	}
+
+	// Placement: which cluster the start goes to (the one cluster, at no
+	// cost, unless the configuration names clusters).
+	target := m.cells[0]
+	if m.multi || m.configNamesClusters() {
+		var err error
+		if target, err = m.place(ctx, s, opts, prev); err != nil {
+			return Status{}, false, err
+		}
+	}
+	if err := m.checkElsewhere(ctx, s, target); err != nil {
+		return Status{}, false, err
 	}
 
 	// Plan: the start's objects, rendered by the server's Spawner (the
-	// entry's, or a new one that becomes the entry's).
+	// entry's, or a new one of the target cluster that becomes the
+	// entry's).
 	sp, fresh := (*spawner.Spawner)(nil), (*spawner.Spawner)(nil)
-	if known != nil {
+	if known != nil && prev == target {
 		sp = known.sp
 	} else {
 		var err error
-		if sp, err = m.factory.New(s); err != nil {
+		if sp, err = target.factory.New(s); err != nil {
 			return Status{}, false, err
 		}
 		fresh = sp
@@ -86,16 +109,22 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	sopts := opts.startOptions(s)
 	plan, err := sp.Plan(ctx, sopts)
 	if err != nil {
+		if fresh != nil && known != nil {
+			fresh.Close()
+		}
 		return Status{}, false, &spawner.StartError{Server: s, Step: spawner.StepPlan, Reason: spawner.ReasonInvalid, Err: err}
 	}
 	sopts.Plan = plan
 
 	// Entry: the server's state machine, locked from here to the start.
-	e, err := m.lockedEntry(s, fresh)
+	e, err := m.lockedEntry(s, target, fresh)
 	if err != nil {
 		return Status{}, false, err
 	}
-	op, st, started, err := m.startLocked(ctx, e, s, sopts)
+	op, st, started, err := m.startLocked(ctx, e, s, sopts, target, fresh)
+	if fresh != nil && fresh != e.sp {
+		fresh.Close() // the entry was made meanwhile, with its own
+	}
 	e.mu.Unlock()
 	if !started || err != nil {
 		return st, started, err
@@ -119,21 +148,61 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	return m.statusOf(e), true, nil
 }
 
+// checkElsewhere is ErrBusy, naming the pod, while server s has a pod
+// in another cluster than target, terminating ones included: one
+// server, one cluster (a stopped server's pod kept, one still shutting
+// down after a Stop, a start of another hub). Spawn checks it, and a
+// start checks it again once it has its slot, just before it creates
+// anything: a pod may have appeared while it waited. (Across clusters
+// nothing is atomic: a pod made elsewhere after that check is a split
+// brain, which reconcile reports and leaves alone.)
+func (m *Manager) checkElsewhere(ctx context.Context, s naming.Server, target *cell) error {
+	if !m.multi {
+		return nil
+	}
+	found, err := m.podsOf(ctx, keyOf(s), true)
+	if err != nil {
+		return err
+	}
+	for _, f := range found {
+		if f.cell == target {
+			continue
+		}
+		what := "still has"
+		if f.pod.DeletionTimestamp != nil {
+			what = "still has a terminating"
+		}
+		return fmt.Errorf("%w: server %q of user %q %s pod %s/%s in cluster %q: stop it there (or let it go) before it starts in cluster %q",
+			ErrBusy, s.Servername, s.Username, what, f.pod.Namespace, f.pod.Name, f.cell.name, target.name)
+	}
+	return nil
+}
+
 // durableWait bounds how long Spawn waits for the pod's create: a start
 // normally creates it within milliseconds of being accepted.
 const durableWait = 5 * time.Second
 
 // startLocked begins the start of e (e.mu held) and returns its
 // operation, or the status to answer with when nothing began.
-func (m *Manager) startLocked(ctx context.Context, e *entry, s naming.Server, sopts spawner.StartOptions) (*operation, Status, bool, error) {
+func (m *Manager) startLocked(ctx context.Context, e *entry, s naming.Server, sopts spawner.StartOptions, target *cell, fresh *spawner.Spawner) (*operation, Status, bool, error) {
+	if e.splitBrain != "" {
+		return nil, m.viewLocked(e), false, fmt.Errorf("%w: %s", ErrSplitBrain, e.splitBrain)
+	}
 	switch e.status.Phase {
 	case PhaseStarting, PhaseRunning:
-		return nil, e.status, false, nil
+		return nil, m.viewLocked(e), false, nil
 	case PhaseStopping:
-		return nil, e.status, false, fmt.Errorf("%w: server %q of user %q is stopping", ErrBusy, s.Servername, s.Username)
+		return nil, m.viewLocked(e), false, fmt.Errorf("%w: server %q of user %q is stopping", ErrBusy, s.Servername, s.Username)
 	}
 	if e.op != nil {
-		return nil, e.status, false, fmt.Errorf("%w: server %q of user %q is being deleted", ErrBusy, s.Servername, s.Username)
+		return nil, m.viewLocked(e), false, fmt.Errorf("%w: server %q of user %q is being deleted", ErrBusy, s.Servername, s.Username)
+	}
+	if e.cell != target {
+		// Placed in another cluster than it last ran in: it moves, with
+		// a Spawner of the target's (the one that planned the start).
+		if err := m.moveLocked(e, target, s, fresh); err != nil {
+			return nil, m.viewLocked(e), false, err
+		}
 	}
 
 	// Start: in the background, on the entry's Spawner (Start renders
@@ -144,6 +213,7 @@ func (m *Manager) startLocked(ctx context.Context, e *entry, s naming.Server, so
 		return nil, Status{}, false, ErrNotLeader
 	}
 	now := m.opts.Clock.Now()
+	e.seeded = false
 	e.status.StartedAt, e.status.ReadyAt, e.status.ExitCode = &now, nil, nil
 	e.status.URL, e.status.Reason, e.status.Message = "", "", ""
 	e.stream = spawner.NewStream()
@@ -152,25 +222,36 @@ func (m *Manager) startLocked(ctx context.Context, e *entry, s naming.Server, so
 	sopts.OnPodCreated = op.markCreated
 	stream, esp := e.stream, e.sp
 	m.metrics.spawnsInFlight.Inc()
-	go m.runStart(opCtx, e, op, esp, stream, func(ctx context.Context) (string, error) {
-		if err := m.takeSlot(ctx, e, op, stream); err != nil {
+	go m.runStart(opCtx, e, op, e.cell.name, esp, stream, func(ctx context.Context) (string, error) {
+		// A Stop (Cancelled) or the end of the term (Detached) while
+		// the start waits or checks: nothing was made.
+		ended := func(err error) error {
 			reason := spawner.ReasonCancelled
 			if errors.Is(err, spawner.ErrDetach) {
 				reason = spawner.ReasonDetached
 			}
-			return "", &spawner.StartError{Server: s, Step: spawner.StepPlan, Reason: reason, Err: err}
+			return &spawner.StartError{Server: s, Step: spawner.StepPlan, Reason: reason, Err: err}
 		}
-		defer m.giveSlot()
+		if err := m.takeSlot(ctx, target, e, op, stream); err != nil {
+			return "", ended(err)
+		}
+		defer m.giveSlot(target)
+		if err := m.checkElsewhere(ctx, s, target); err != nil {
+			if ctx.Err() != nil {
+				return "", ended(context.Cause(ctx))
+			}
+			return "", &spawner.StartError{Server: s, Step: spawner.StepPlan, Reason: ReasonInOtherCluster, Err: err}
+		}
 		o := sopts
 		sopts.Plan = nil // the start owns the plan now
 		return esp.Start(ctx, o)
 	})
-	return op, e.status, true, nil
+	return op, m.viewLocked(e), true, nil
 }
 
 // runStart runs a start or resume and applies its outcome. It owns the
 // operation and ends it.
-func (m *Manager) runStart(ctx context.Context, e *entry, op *operation, sp *spawner.Spawner, stream *spawner.Stream, do func(ctx context.Context) (string, error)) {
+func (m *Manager) runStart(ctx context.Context, e *entry, op *operation, cluster string, sp *spawner.Spawner, stream *spawner.Stream, do func(ctx context.Context) (string, error)) {
 	defer m.endOp(op)
 	// podChanged skipped the pod's changes while the start ran: the
 	// server is reconciled from the cache once it has ended (after the
@@ -184,7 +265,7 @@ func (m *Manager) runStart(ctx context.Context, e *entry, op *operation, sp *spa
 			m.enqueue(e.key)
 		}
 	}()
-	m.metrics.starts.WithLabelValues(string(op.kind)).Inc()
+	m.metrics.starts.WithLabelValues(string(op.kind), cluster).Inc()
 	began := m.opts.Clock.Now()
 	url, err := do(ctx)
 	if op.kind == opStart {
@@ -199,13 +280,13 @@ func (m *Manager) runStart(ctx context.Context, e *entry, op *operation, sp *spa
 		// The start succeeded just as Stop cancelled it: Stop owns the
 		// phase and is deleting the pod; stopping never goes back to
 		// running.
-		m.metrics.observeSpawn(op.kind, "failed", spawner.ReasonCancelled, m.opts.Clock.Now().Sub(began))
+		m.metrics.observeSpawn(op.kind, "failed", spawner.ReasonCancelled, m.opts.Clock.Now().Sub(began), cluster)
 		return
 	}
 	if err == nil {
 		now := m.opts.Clock.Now()
 		e.status.URL, e.status.ReadyAt = url, &now
-		m.metrics.observeSpawn(op.kind, "ready", "", now.Sub(began))
+		m.metrics.observeSpawn(op.kind, "ready", "", now.Sub(began), cluster)
 		m.setPhaseLocked(e, PhaseRunning)
 		settled = m.settledLocked(ctx, e, sp)
 		return
@@ -218,7 +299,7 @@ func (m *Manager) runStart(ctx context.Context, e *entry, op *operation, sp *spa
 	if errors.Is(err, ErrUnschedulable) {
 		reason = ReasonUnschedulable
 	}
-	m.metrics.observeSpawn(op.kind, "failed", reason, m.opts.Clock.Now().Sub(began))
+	m.metrics.observeSpawn(op.kind, "failed", reason, m.opts.Clock.Now().Sub(began), cluster)
 	switch {
 	case reason == spawner.ReasonDetached:
 		// The term ended: the pod is left starting for the next leader,
@@ -245,13 +326,14 @@ func (m *Manager) runStart(ctx context.Context, e *entry, op *operation, sp *spa
 // reconcile; any other outcome is reconciled.
 func (m *Manager) settledLocked(ctx context.Context, e *entry, sp *spawner.Spawner) bool {
 	ready, ok := sp.ReadyPod()
-	if !ok || m.pods == nil {
+	pods := e.cell.podSet()
+	if !ok || pods == nil {
 		return false
 	}
 	// Operations begin only once the Manager is ready (its informer has
 	// synced), so this read never waits under e.mu; the operation's
 	// context has ended by now, its values are all it gives.
-	pod, ok, err := m.pods.GetByKey(context.WithoutCancel(ctx), ready.Namespace, reflector.PodKey(ready.Namespace, ready.Name))
+	pod, ok, err := pods.GetByKey(context.WithoutCancel(ctx), ready.Namespace, reflector.PodKey(ready.Namespace, ready.Name))
 	if err != nil || !ok || pod.UID != ready.UID || pod.ResourceVersion != ready.ResourceVersion {
 		return false
 	}
@@ -259,38 +341,50 @@ func (m *Manager) settledLocked(ctx context.Context, e *entry, sp *spawner.Spawn
 	return true
 }
 
-// takeSlot waits for a start slot, reporting the queue position.
-func (m *Manager) takeSlot(ctx context.Context, e *entry, op *operation, stream *spawner.Stream) error {
-	if m.slots == nil {
+// takeSlot waits for a start slot of c, reporting the position among
+// the starts that wait for one there.
+func (m *Manager) takeSlot(ctx context.Context, c *cell, e *entry, op *operation, stream *spawner.Stream) error {
+	if c.slots == nil {
 		return nil
 	}
 	select {
-	case m.slots <- struct{}{}:
+	case c.slots <- struct{}{}:
 		return nil
 	default:
 	}
 	op.markQueued()
 	m.waitingMu.Lock()
 	m.waiting = append(m.waiting, e)
-	pos := len(m.waiting)
+	pos := 0
+	for _, w := range m.waiting {
+		if w.queuedIn == c {
+			pos++
+		}
+	}
+	e.queuedIn = c
+	pos++
 	m.waitingMu.Unlock()
 	defer func() {
 		m.waitingMu.Lock()
 		m.waiting = slices.DeleteFunc(m.waiting, func(w *entry) bool { return w == e })
+		e.queuedIn = nil
 		m.waitingMu.Unlock()
 	}()
-	stream.Publish(spawner.ProgressEvent{Message: fmt.Sprintf("Waiting for a start slot (%d starts in flight; position %d in the queue)", cap(m.slots), pos),
-		Time: m.opts.Clock.Now()})
+	msg := fmt.Sprintf("Waiting for a start slot (%d starts in flight; position %d in the queue)", cap(c.slots), pos)
+	if m.multi {
+		msg = fmt.Sprintf("Waiting for a start slot in cluster %q (%d starts in flight there; position %d in its queue)", c.name, cap(c.slots), pos)
+	}
+	stream.Publish(spawner.ProgressEvent{Message: msg, Time: m.opts.Clock.Now()})
 	select {
-	case m.slots <- struct{}{}:
+	case c.slots <- struct{}{}:
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
 }
 
-func (m *Manager) giveSlot() {
-	if m.slots != nil {
-		<-m.slots
+func (m *Manager) giveSlot(c *cell) {
+	if c.slots != nil {
+		<-c.slots
 	}
 }

@@ -29,6 +29,13 @@ const (
 	PhaseRunning  Phase = "running"
 	PhaseStopping Phase = "stopping"
 	PhaseFailed   Phase = "failed"
+	// PhaseUnknown is never a state of the machine: Status reports it,
+	// with several clusters, for a server that was starting, running or
+	// stopping in a cluster that is unavailable (Reason
+	// ClusterUnavailable), and for a server found in two clusters at
+	// once (Reason SplitBrain). ExitCode is nil: the server may still
+	// run, and a hub's poll must not end it.
+	PhaseUnknown Phase = "unknown"
 )
 
 // Status is a managed server's state. It is JSON-serialisable.
@@ -51,6 +58,8 @@ type Status struct {
 	Reason  spawner.Reason `json:"reason,omitempty"`
 	Message string         `json:"message,omitempty"`
 	State   spawner.State  `json:"state"`
+	// Cluster is the cluster the server is in ("" with one cluster).
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // ServerOf returns the server a status is about.
@@ -69,7 +78,7 @@ func (m *Manager) Status(s naming.Server) (Status, error) {
 	}
 	e := m.lookup(s)
 	if e == nil {
-		return Status{}, notFound(s)
+		return Status{}, m.unknown(s)
 	}
 	return m.statusOf(e), nil
 }
@@ -84,7 +93,7 @@ func (m *Manager) Poll(ctx context.Context, s naming.Server) (Status, error) {
 	}
 	e := m.lookup(s)
 	if e == nil {
-		return Status{}, notFound(s)
+		return Status{}, m.unknown(s)
 	}
 	err := m.observe(ctx, e)
 	return m.statusOf(e), err

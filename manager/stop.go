@@ -2,7 +2,10 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -20,9 +23,26 @@ func (m *Manager) Stop(ctx context.Context, s naming.Server, opts spawner.StopOp
 	}
 	e := m.lookup(s)
 	if e == nil {
-		return Status{}, notFound(s)
+		return Status{}, m.unknown(s)
 	}
 	e.mu.Lock()
+	if e.splitBrain != "" {
+		view := m.viewLocked(e)
+		e.mu.Unlock()
+		return view, fmt.Errorf("%w: %s", ErrSplitBrain, e.splitBrain)
+	}
+	if m.multi {
+		if err := e.cell.unavailableErr(); err != nil {
+			// Nothing can be deleted there now; the server is not
+			// failed for it. A stopped server stays stopped.
+			view := m.viewLocked(e)
+			e.mu.Unlock()
+			if e.op == nil && (view.Phase == PhaseStopped || view.Phase == PhaseFailed) {
+				return view, nil
+			}
+			return view, fmt.Errorf("manager: stopping server %q of user %q: %w", s.Servername, s.Username, err)
+		}
+	}
 	if e.op != nil && (e.status.Phase == PhaseStopping || e.op.kind == opDelete) {
 		// Another Stop, or DeleteForever of this stopped server: wait.
 		done := e.op.done
@@ -68,13 +88,13 @@ func (m *Manager) Stop(ctx context.Context, s naming.Server, opts spawner.StopOp
 	if err != nil {
 		e.status.Reason, e.status.Message = ReasonStopFailed, err.Error()
 		m.setPhaseLocked(e, PhaseFailed)
-		return e.status, err
+		return m.viewLocked(e), err
 	}
 	e.status.URL, e.status.ReadyAt = "", nil
 	e.status.ExitCode = intPtr(1) // as KubeSpawner's poll: no pod
 	e.status.Reason, e.status.Message = ReasonStopped, "stopped by the hub"
 	m.setPhaseLocked(e, PhaseStopped)
-	return e.status, nil
+	return m.viewLocked(e), nil
 }
 
 // DeleteForever deletes a stopped server's claim (see
@@ -93,9 +113,23 @@ func (m *Manager) DeleteForever(ctx context.Context, s naming.Server) error {
 	// after Retention, or never started by this replica) is deleted as
 	// KubeSpawner deletes it: the claim named by the configuration, with
 	// the owner checks of spawner.Spawner.DeleteForever.
-	e, err := m.lockedEntry(s, nil)
+	e, err := m.lockedEntry(s, m.cells[0], nil)
 	if err != nil {
 		return err
+	}
+	if e.splitBrain != "" {
+		e.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrSplitBrain, e.splitBrain)
+	}
+	if m.multi {
+		// Its claims may be in any cluster (a moved server keeps its old
+		// one): every cluster must be available, or nothing is deleted.
+		for _, c := range m.cells {
+			if err := c.unavailableErr(); err != nil {
+				e.mu.Unlock()
+				return fmt.Errorf("manager: deleting server %q of user %q: %w", s.Servername, s.Username, err)
+			}
+		}
 	}
 	if p := e.status.Phase; p != PhaseStopped && p != PhaseFailed || e.op != nil {
 		doing := string(p)
@@ -119,7 +153,23 @@ func (m *Manager) DeleteForever(ctx context.Context, s naming.Server) error {
 	delCtx, delDone := context.WithCancelCause(ctx)
 	defer delDone(nil)
 	defer context.AfterFunc(opCtx, func() { delDone(context.Cause(opCtx)) })()
-	err = sp.DeleteForever(delCtx)
+	if m.multi {
+		// And every cluster must answer now: a cluster gone within
+		// ClusterDownAfter is not marked yet, and a deletion that fails
+		// half way would delete the claims of some clusters and report
+		// an error. (A cluster lost between this and its deletion still
+		// can; the error names it, the server is kept, and a retry
+		// deletes what is left.)
+		if err = m.pingAll(delCtx); err != nil {
+			err = fmt.Errorf("manager: deleting server %q of user %q: nothing deleted: %w", s.Servername, s.Username, err)
+		}
+	}
+	if err == nil {
+		err = sp.DeleteForever(delCtx)
+	}
+	if err == nil && m.multi {
+		err = m.deleteElsewhere(delCtx, s, e)
+	}
 	if err == nil {
 		m.forget(e, true) // before the operation ends: nothing can start on e
 	}
@@ -148,4 +198,49 @@ func (m *Manager) forget(e *entry, deleting bool) {
 	m.mu.Unlock()
 	e.mu.Unlock()
 	e.sp.Close()
+}
+
+// pingAll asks every cluster's API server, at once, whether it answers:
+// nil when all do, else a *ClusterUnavailableError for each that does
+// not.
+func (m *Manager) pingAll(ctx context.Context) error {
+	m.mu.Lock()
+	log := m.log
+	m.mu.Unlock()
+	errs := make([]error, len(m.cells))
+	var wg sync.WaitGroup
+	now := time.Now()
+	for i, c := range m.cells {
+		wg.Go(func() {
+			if err := c.ping(ctx, log); err != nil {
+				errs[i] = &ClusterUnavailableError{Cluster: c.name, Since: now, Err: err}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// deleteElsewhere deletes the claims a server has in the clusters other
+// than its own (where it ran before it moved), with the same owner
+// checks, each through that cluster's own Spawner.
+func (m *Manager) deleteElsewhere(ctx context.Context, s naming.Server, e *entry) error {
+	e.mu.Lock()
+	own := e.cell
+	e.mu.Unlock()
+	for _, c := range m.cells {
+		if c == own {
+			continue
+		}
+		sp, err := c.factory.New(s)
+		if err != nil {
+			return fmt.Errorf("manager: cluster %q: %w", c.name, err)
+		}
+		err = sp.DeleteForever(ctx)
+		sp.Close()
+		if err != nil {
+			return fmt.Errorf("manager: deleting server %q of user %q in cluster %q: %w", s.Servername, s.Username, c.name, err)
+		}
+	}
+	return nil
 }

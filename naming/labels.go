@@ -18,6 +18,11 @@ const (
 	// or selects (orphan.Options.LabelSelector).
 	ManagedByKubeSpawner = "kubespawner"
 
+	// LabelCluster is the name of the cluster (spawner.Options.Cluster)
+	// on every object spawnkit creates there, when one hub runs servers
+	// in several clusters; objects of a hub with one cluster have none.
+	LabelCluster = "spawnkit.io/cluster"
+
 	AnnotationUsername   = "hub.jupyter.org/username"
 	AnnotationServername = "hub.jupyter.org/servername"
 
@@ -41,8 +46,9 @@ func KubeSpawnerCommonLabels() map[string]string {
 // KubeSpawner's _build_common_labels: the user name label (SafeLabel of the
 // raw name), then extra, then common, each overriding the one before.
 func CommonLabels(s Server, extra, common map[string]string) map[string]string {
-	// Room for PodLabels' three and spawnkit's managed-by label.
-	labels := make(map[string]string, 1+len(extra)+len(common)+4)
+	// Room for PodLabels' three and spawnkit's managed-by and cluster
+	// labels.
+	labels := make(map[string]string, 1+len(extra)+len(common)+5)
 	labels[LabelUsername] = SafeLabel(s.Username)
 	maps.Copy(labels, extra)
 	maps.Copy(labels, common)

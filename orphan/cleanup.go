@@ -30,6 +30,12 @@ var DefaultCleanupKinds = []Kind{KindPod, KindSecret, KindService}
 // CleanupOptions configure Cleanup. Client is required.
 type CleanupOptions struct {
 	Client kubernetes.Interface
+	// Cluster names the cluster Client talks to (Options.Cluster). Every
+	// orphan's Cluster must equal it: an orphan listed in another cluster
+	// is an error, so that it is never deleted through this client. With
+	// several clusters, call Cleanup once per cluster with its client and
+	// the orphans List returned for it. Default "": one unnamed cluster.
+	Cluster string
 	// DryRun reports what would be deleted and deletes nothing.
 	DryRun bool
 	// MinAge skips younger objects. Zero means DefaultMinAge; NoMinAge
@@ -72,10 +78,19 @@ type Failed struct {
 // resourceVersion List saw as preconditions, so an object re-created or
 // changed since then is skipped, never deleted; one already gone is
 // skipped as "already gone", so concurrent Cleanups of one list do not
-// fail. Deletes run concurrently, at most Concurrency at a time.
+// fail. Deletes run concurrently, at most Concurrency at a time. An
+// orphan listed in another cluster than opts.Cluster is an error wrapping
+// ErrInvalidOptions, returned before anything is deleted.
 func Cleanup(ctx context.Context, orphans []Orphan, opts CleanupOptions) (Report, error) {
 	if opts.Client == nil {
 		return Report{}, fmt.Errorf("orphan: CleanupOptions needs a Client")
+	}
+	for _, o := range orphans {
+		if o.Cluster != opts.Cluster {
+			return Report{}, fmt.Errorf("%w: %s was listed in cluster %q, and CleanupOptions.Cluster is %q: "+
+				"call Cleanup once per cluster, with that cluster's client and the orphans listed there",
+				ErrInvalidOptions, o, o.Cluster, opts.Cluster)
+		}
 	}
 	if err := checkMinAge(opts.MinAge); err != nil {
 		return Report{}, err

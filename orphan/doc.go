@@ -45,7 +45,8 @@
 //
 // Options that cannot be meant are errors wrapping ErrInvalidOptions, never
 // a guess: a kind not in AllKinds, a negative MinAge other than NoMinAge,
-// a nil Known.
+// a nil Known, an orphan listed in another cluster than Cleanup's, a
+// SweeperCluster without a Name or a Client, two of one Name.
 //
 // A Sweeper runs List and Cleanup on an interval, with metrics, and with
 // client-go leader election so that of several hub replicas only one
@@ -54,4 +55,38 @@
 // sweep loop stops (and is waited for) before its sweeper campaigns again
 // or releases the Lease on shutdown, so two replicas never sweep at once.
 // List, Cleanup and a Sweeper are safe for concurrent use.
+//
+// # Several clusters
+//
+// A hub whose servers live in several clusters, each server in one at a
+// time, says where with Known.AddIn, and lists each cluster with its own
+// client, naming it in Options.Cluster; every orphan found carries that
+// name (Orphan.Cluster). A pod, secret or service of a known server the
+// hub records in another cluster is an orphan of the cluster listed, with
+// ReasonOtherCluster and Orphan.ServerCluster naming where the server
+// lives: what moving a server leaves behind. It is not an orphan of the
+// cluster the server lives in. A claim of a known user is never an orphan
+// in any cluster: a moved server's old claim holds its user's data. A
+// user namespace is judged by the pods of the cluster listed. A server
+// added with no cluster (Add, or AddIn with "": a placement the hub has
+// not resolved) counts as living in every cluster, as everything does
+// when Options.Cluster is "": with one cluster nothing changes.
+//
+// Cleanup deletes only orphans listed in the cluster CleanupOptions.Cluster
+// names: one listed in another cluster is an error wrapping
+// ErrInvalidOptions, returned before anything is deleted, so that an
+// orphan listed in one cluster is never deleted through another's client.
+// Cleanup is called once per cluster, with its client and its orphans.
+//
+// A Sweeper given SweeperOptions.Clusters sweeps each of them with its own
+// client on every sweep, with the one Known set (an empty one fails the
+// sweep with ErrEmptyKnown before any cluster is listed). A cluster whose
+// sweep fails, its API server down, does not stop the others: their
+// orphans are still deleted, and the sweep's error joins a *ClusterError
+// naming each cluster that failed. The metrics carry a cluster label on
+// every series (SweeperCluster.Name; List.Cluster, by default "", for a
+// Sweeper of one cluster, which Prometheus stores as no label), and
+// spawnkit_orphans_sweep_failures_total counts each cluster's failed
+// sweeps. The Lease of leader election lives in SweeperOptions.Client's
+// cluster, by default the first of Clusters.
 package orphan

@@ -2,6 +2,7 @@ package orphan_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -175,4 +176,54 @@ func ExampleKnown() {
 	// Pod jhub/jupyter-bob (bob, server-not-running)
 	// bob's pod is not an orphan
 	// servers known: 3
+}
+
+// A hub whose servers live in several clusters records where each lives
+// (AddIn) and lists each cluster with its own client, naming it
+// (Options.Cluster). bob's server was moved from cluster "a" to "b": the
+// pod it left in a is a's orphan, not b's, and his claim in a is kept (it
+// holds his data). Cleanup deletes an orphan only through the client of
+// the cluster it was listed in.
+func Example_severalClusters() {
+	ctx := context.Background()
+	const day = 24 * time.Hour
+	clients := map[string]*fake.Clientset{
+		"a": fake.NewClientset(
+			&corev1.Pod{ObjectMeta: object("jhub", "jupyter-bob", "bob", "", day)},
+			&corev1.PersistentVolumeClaim{ObjectMeta: object("jhub", "claim-bob", "bob", "", 30*day)},
+		),
+		"b": fake.NewClientset(
+			&corev1.Pod{ObjectMeta: object("jhub", "jupyter-bob", "bob", "", time.Hour)},
+		),
+	}
+	known := orphan.NewKnown(1)
+	known.AddIn("b", "bob", "", true)
+
+	listed := map[string][]orphan.Orphan{}
+	for _, name := range []string{"a", "b"} {
+		orphans, err := orphan.List(ctx, known, orphan.Options{Client: clients[name], Cluster: name, Namespaces: []string{"jhub"}})
+		if err != nil {
+			panic(err)
+		}
+		listed[name] = orphans
+		fmt.Printf("cluster %s: %d orphans\n", name, len(orphans))
+		for _, o := range orphans {
+			fmt.Println(o)
+		}
+	}
+
+	// a's orphans through b's client: refused, nothing deleted.
+	_, err := orphan.Cleanup(ctx, listed["a"], orphan.CleanupOptions{Client: clients["b"], Cluster: "b", MinAge: orphan.NoMinAge})
+	fmt.Println("through b refused:", errors.Is(err, orphan.ErrInvalidOptions))
+	report, err := orphan.Cleanup(ctx, listed["a"], orphan.CleanupOptions{Client: clients["a"], Cluster: "a", MinAge: orphan.NoMinAge})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("deleted through a:", report.Deleted)
+	// Output:
+	// cluster a: 1 orphans
+	// Pod jhub/jupyter-bob in cluster a (bob, other-cluster: lives in b)
+	// cluster b: 0 orphans
+	// through b refused: true
+	// deleted through a: [Pod jhub/jupyter-bob in cluster a (bob, other-cluster: lives in b)]
 }

@@ -53,6 +53,11 @@ const (
 	// ReasonUnattributed: spawnkit's label without the annotations that
 	// name the server; reported, never deleted by default.
 	ReasonUnattributed Reason = "unattributed"
+	// ReasonOtherCluster: a pod, secret or service of a known server that
+	// the hub records in another cluster than the one listed
+	// (Options.Cluster): what moving the server leaves behind.
+	// Orphan.ServerCluster names the cluster the server lives in.
+	ReasonOtherCluster Reason = "other-cluster"
 )
 
 // ServerKey names a server: the raw user and server names ("" is the
@@ -67,10 +72,15 @@ func (k ServerKey) String() string {
 }
 
 // Known is the caller's set of servers. It is cheap to build for 100,000
-// servers (two map entries each). Not safe for concurrent writes.
+// servers (two map entries each, three for a server placed in a cluster).
+// Not safe for concurrent writes; List reads it from several goroutines.
 type Known struct {
 	servers map[ServerKey]bool // running or not
 	users   map[string]struct{}
+	// clusters holds the cluster of each server AddIn placed in one; nil
+	// until one is. clusterNames interns the clusters' names.
+	clusters     map[ServerKey]string
+	clusterNames map[string]string
 	// names holds the keys' strings, copied together: a lookup compares
 	// the key it finds with the one asked for, and 100,000 names side by
 	// side stay in the CPU's cache where the caller's scattered strings
@@ -83,20 +93,31 @@ func NewKnown(size int) *Known {
 	return &Known{servers: make(map[ServerKey]bool, size), users: make(map[string]struct{}, size)}
 }
 
-// Add records a server the hub knows, and whether it should be running.
-func (k *Known) Add(user, server string, running bool) {
+// Add records a server the hub knows, and whether it should be running,
+// without saying in which cluster it lives: it is AddIn("", ...).
+func (k *Known) Add(user, server string, running bool) { k.AddIn("", user, server, running) }
+
+// AddIn records a server the hub knows, whether it should be running, and
+// the cluster it lives in, as List is told it by Options.Cluster. Cluster
+// "" means the placement is unknown (say a split brain the hub has not
+// resolved): such a server counts as living in every cluster. Adding a
+// server again updates whether it runs and where.
+func (k *Known) AddIn(cluster, user, server string, running bool) {
 	key := ServerKey{user, server}
 	if old, ok := k.servers[key]; ok {
 		if old != running {
 			k.servers[key] = running
 		}
+		k.place(key, cluster)
 		return
 	}
 	user = k.copy(user)
 	if _, ok := k.users[user]; !ok {
 		k.users[user] = struct{}{}
 	}
-	k.servers[ServerKey{user, k.copy(server)}] = running
+	key = ServerKey{user, k.copy(server)}
+	k.servers[key] = running
+	k.place(key, cluster)
 }
 
 // copy returns s copied into k.names.
@@ -118,6 +139,9 @@ func (k *Known) Len() int { return len(k.servers) }
 
 // Orphan is an object no known server owns.
 type Orphan struct {
+	// Cluster is the cluster the object was listed in (Options.Cluster);
+	// Cleanup deletes it only through that cluster's client.
+	Cluster         string
 	Kind            Kind
 	Namespace, Name string
 	UID             types.UID
@@ -127,7 +151,10 @@ type Orphan struct {
 	Server     ServerKey
 	Attributed bool
 	Reason     Reason
-	Created    time.Time
+	// ServerCluster is, for ReasonOtherCluster, the cluster the hub
+	// records the server in; "" otherwise.
+	ServerCluster string
+	Created       time.Time
 }
 
 // Age is how old the object is at now.
@@ -138,7 +165,15 @@ func (o Orphan) String() string {
 	if ns != "" {
 		ns += "/"
 	}
-	return fmt.Sprintf("%s %s%s (%s, %s)", o.Kind, ns, o.Name, o.Server, o.Reason)
+	where := ""
+	if o.Cluster != "" {
+		where = " in cluster " + o.Cluster
+	}
+	reason := string(o.Reason)
+	if o.ServerCluster != "" {
+		reason += ": lives in " + o.ServerCluster
+	}
+	return fmt.Sprintf("%s %s%s%s (%s, %s)", o.Kind, ns, o.Name, where, o.Server, reason)
 }
 
 // DefaultSelector finds spawnkit's objects.
@@ -166,6 +201,12 @@ type Options struct {
 	// List never starts an informer: without a held one the pods are
 	// listed. The other kinds are always listed.
 	Registry *reflector.Registry
+	// Cluster names the cluster Client talks to, as the hub names it in
+	// Known.AddIn. List sets it as every orphan's Cluster, and judges with
+	// it in mind: a pod, secret or service of a server the hub records in
+	// another cluster is an orphan (ReasonOtherCluster). Default "": one
+	// cluster, where the placements Known records are not consulted.
+	Cluster string
 }
 
 // List finds the objects no known server owns. Objects are found by
@@ -199,6 +240,7 @@ func List(ctx context.Context, known *Known, opts Options) ([]Orphan, error) {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	in := newInventory(known, kinds)
+	in.cluster = opts.Cluster
 	// Pods are read even when not asked for: secrets, services and
 	// namespaces are judged by them.
 	for _, ns := range namespaces {
@@ -228,6 +270,8 @@ func List(ctx context.Context, known *Known, opts Options) ([]Orphan, error) {
 type inventory struct {
 	known *Known
 	kinds []Kind
+	// cluster is the one listed (Options.Cluster).
+	cluster string
 	// judgePods says whether pods are asked for; byPods whether some kind
 	// asked for is judged by the pods, which are then kept in pods.
 	judgePods, byPods bool
@@ -271,7 +315,7 @@ func (in *inventory) seePod(p podRef, v verdict) {
 		in.pods = append(in.pods, p)
 	}
 	if in.judgePods {
-		if v.reason = judgePod(in.known, p.key, p.attributed); v.reason != "" {
+		if v.reason = judgePod(in.known, in.cluster, p.key, p.attributed); v.reason != "" {
 			in.found = append(in.found, v)
 		}
 	}
@@ -426,7 +470,7 @@ func (s *podSink) judge(in *inventory, list []*reflector.Pod, sel labels.Selecto
 			s.pods = append(s.pods, podRef{p.UID, p.Namespace, key, attributed})
 		}
 		if in.judgePods {
-			if reason := judgePod(in.known, key, attributed); reason != "" {
+			if reason := judgePod(in.known, in.cluster, key, attributed); reason != "" {
 				s.found = append(s.found, verdict{namespace: p.Namespace, name: p.Name, pod: p, kind: podKind, reason: reason})
 			}
 		}
@@ -595,7 +639,7 @@ func (in *inventory) orphans() []Orphan {
 		idx := newPodIndex(in.pods, need)
 		for _, i := range others {
 			o := &in.objects[i]
-			if reason := judge(in.known, o, idx); reason != "" {
+			if reason := judge(in.known, in.cluster, o, idx); reason != "" {
 				in.found = append(in.found, verdict{namespace: o.meta.Namespace, name: o.meta.Name, obj: i, kind: kindOrder(o.kind), reason: reason})
 			}
 		}
@@ -615,16 +659,23 @@ func (in *inventory) orphans() []Orphan {
 
 // orphan is the Orphan v found.
 func (in *inventory) orphan(v *verdict) Orphan {
+	var out Orphan
 	if p := v.pod; p != nil {
 		key, attributed := cachedOwner(p)
-		return Orphan{Kind: KindPod, Namespace: p.Namespace, Name: p.Name, UID: p.UID,
+		out = Orphan{Kind: KindPod, Namespace: p.Namespace, Name: p.Name, UID: p.UID,
 			ResourceVersion: p.ResourceVersion, Server: key, Attributed: attributed,
 			Reason: v.reason, Created: p.CreationTimestamp.Time}
+	} else {
+		o := &in.objects[v.obj]
+		out = Orphan{Kind: o.kind, Namespace: o.meta.Namespace, Name: o.meta.Name, UID: o.meta.UID,
+			ResourceVersion: o.meta.ResourceVersion, Server: o.key, Attributed: o.attributed,
+			Reason: v.reason, Created: o.meta.Created}
 	}
-	o := &in.objects[v.obj]
-	return Orphan{Kind: o.kind, Namespace: o.meta.Namespace, Name: o.meta.Name, UID: o.meta.UID,
-		ResourceVersion: o.meta.ResourceVersion, Server: o.key, Attributed: o.attributed,
-		Reason: v.reason, Created: o.meta.Created}
+	out.Cluster = in.cluster
+	if v.reason == ReasonOtherCluster {
+		out.ServerCluster = in.known.elsewhere(in.cluster, out.Server)
+	}
+	return out
 }
 
 // minPerPart is the fewest items worth a core of their own: below it
@@ -709,8 +760,8 @@ func newPodIndex(pods []podRef, need podIndexNeeds) podIndex {
 	return idx
 }
 
-// judgePod needs only the known servers.
-func judgePod(known *Known, key ServerKey, attributed bool) Reason {
+// judgePod needs only the known servers and the cluster listed.
+func judgePod(known *Known, cluster string, key ServerKey, attributed bool) Reason {
 	if !attributed {
 		return ReasonUnattributed
 	}
@@ -718,13 +769,15 @@ func judgePod(known *Known, key ServerKey, attributed bool) Reason {
 	switch {
 	case !serverKnown:
 		return ReasonServerUnknown
+	case known.elsewhere(cluster, key) != "":
+		return ReasonOtherCluster
 	case !running:
 		return ReasonServerNotRunning
 	}
 	return ""
 }
 
-func judge(known *Known, o *object, pods podIndex) Reason {
+func judge(known *Known, cluster string, o *object, pods podIndex) Reason {
 	if !o.attributed {
 		return ReasonUnattributed
 	}
@@ -737,6 +790,9 @@ func judge(known *Known, o *object, pods podIndex) Reason {
 	case KindSecret, KindService:
 		if _, serverKnown := known.servers[o.key]; !serverKnown {
 			return ReasonServerUnknown
+		}
+		if known.elsewhere(cluster, o.key) != "" {
+			return ReasonOtherCluster
 		}
 		if len(o.ownerPods) > 0 {
 			for _, uid := range o.ownerPods {

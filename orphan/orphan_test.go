@@ -370,6 +370,9 @@ func TestSweepersWithLeaderElection(t *testing.T) {
 				for _, l := range m.GetLabel() {
 					labels[l.GetName()] = l.GetValue()
 				}
+				if c, ok := labels["cluster"]; !ok || c != "" {
+					t.Errorf("%s: cluster label %q (present %v), want \"\" for the one unnamed cluster", f.GetName(), c, ok)
+				}
 				switch {
 				case f.GetName() == "spawnkit_orphans_found_total" && labels["reason"] == string(ReasonServerUnknown):
 					found += m.GetCounter().GetValue()

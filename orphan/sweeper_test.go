@@ -222,6 +222,31 @@ func TestRefusesToGuess(t *testing.T) {
 			_, err = s.SweepOnce(ctx)
 			return err
 		}, ErrEmptyKnown},
+		{"sweeper of several clusters with empty known", func() error {
+			s, err := NewSweeper(SweeperOptions{Clusters: []SweeperCluster{{Name: "a", Client: cluster.Client}, {Name: "b", Client: cluster.Client}},
+				Known: empty, List: Options{Namespaces: []string{ns}}, Cleanup: CleanupOptions{MinAge: NoMinAge}})
+			if err != nil {
+				return err
+			}
+			_, err = s.SweepOnce(ctx)
+			return err
+		}, ErrEmptyKnown},
+		{"sweeper cluster without a name", func() error {
+			_, err := NewSweeper(SweeperOptions{Clusters: []SweeperCluster{{Client: cluster.Client}}, Known: empty})
+			return err
+		}, ErrInvalidOptions},
+		{"sweeper cluster named twice", func() error {
+			_, err := NewSweeper(SweeperOptions{Clusters: []SweeperCluster{{Name: "a", Client: cluster.Client}, {Name: "a", Client: cluster.Client}}, Known: empty})
+			return err
+		}, ErrInvalidOptions},
+		{"sweeper cluster without a client", func() error {
+			_, err := NewSweeper(SweeperOptions{Clusters: []SweeperCluster{{Name: "a"}}, Known: empty})
+			return err
+		}, ErrInvalidOptions},
+		{"sweeper clusters with List.Cluster", func() error {
+			_, err := NewSweeper(SweeperOptions{Clusters: []SweeperCluster{{Name: "a", Client: cluster.Client}}, Known: empty, List: Options{Cluster: "a"}})
+			return err
+		}, ErrInvalidOptions},
 		{"sweeper with nil known", func() error {
 			s, err := NewSweeper(SweeperOptions{Client: cluster.Client, Known: nilKnown, List: Options{Namespaces: []string{ns}}, Cleanup: CleanupOptions{MinAge: NoMinAge}})
 			if err != nil {

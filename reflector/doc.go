@@ -153,7 +153,15 @@
 // WatchErrors and Healthy (synced, and the latest list or watch call
 // succeeded); WatchErrors counts each failed call or failure client-go
 // reports once. While the API server is unreachable reads keep answering
-// from the last state; Healthy says it may be stale. A connection that
+// from the last state; Healthy says it may be stale. A list or watch that
+// cannot reach the API server at all (a refused or reset connection, a
+// failed dial) is tried again every second, each try counted, rather
+// than handed back to client-go, whose backoff doubles up to 30 s (up to
+// a minute with its jitter) and resets only after two minutes without a
+// failure: an informer resumes within about a second of its API server
+// answering, however long or often it was away (TestAPIServerRestart:
+// 188 ms after a 15 s outage, 818 ms after a second one; client-go's
+// backoff alone took 22 s and then more than 40 s). A connection that
 // stops forwarding without closing (a lost NAT entry) is found by an
 // HTTP/2 health check within 10 s (DetectStalls, which New applies to
 // Options.Config; client-go's own check takes 45 s): the broken watch is

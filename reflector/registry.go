@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -384,25 +386,47 @@ func (r *Registry) listWatch(key Key, h *health, log logr.Logger) *cache.ListWat
 			log.Error(err, what+" failed; client-go retries with backoff", "errors", h.status().WatchErrors)
 		}
 	}
+	// An API server away for long is logged when it goes, then every
+	// 30 tries (about 30 s), not every second.
+	failedAgain := func(what string, err error, n int) {
+		if n == 1 || n%30 == 0 {
+			log.Error(err, "the API server cannot be reached; the "+what+" is tried again every second", "tries", n, "errors", h.status().WatchErrors)
+		}
+	}
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector, o.FieldSelector = key.LabelSelector, key.FieldSelector
-			obj, err := list(ctx, o)
-			h.attempt(callList, err)
+			var obj runtime.Object
+			err := untilReachable(ctx, func() error {
+				var err error
+				obj, err = list(ctx, o)
+				h.attempt(callList, err)
+				return err
+			}, func(err error, n int) { failedAgain("list", err, n) })
 			failed("list", err)
 			return obj, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector, o.FieldSelector = key.LabelSelector, key.FieldSelector
-			w, err := watchFn(withWatchHealth(ctx, h), o)
-			if err != nil && watchListRefused(o, err) {
+			var w watch.Interface
+			refused := false
+			err := untilReachable(ctx, func() error {
+				var err error
+				w, err = watchFn(withWatchHealth(ctx, h), o)
+				if err != nil && watchListRefused(o, err) {
+					refused = true
+					return err
+				}
+				h.attempt(callWatch, err)
+				return err
+			}, func(err error, n int) { failedAgain("watch", err, n) })
+			if refused {
 				// Not a failure: client-go lists at once instead.
 				if !r.noWatchList.Swap(true) {
 					log.V(1).Info("the API server does not serve streaming lists (its WatchList gate is off); informers list and watch instead", "informer", key.String())
 				}
 				return w, err
 			}
-			h.attempt(callWatch, err)
 			failed("watch", err)
 			if err != nil {
 				return w, err
@@ -410,6 +434,49 @@ func (r *Registry) listWatch(key Key, h *health, log logr.Logger) *cache.ListWat
 			return watchWithHealth(w, h), nil
 		},
 	}
+}
+
+// unreachableRetry is how often an informer's list or watch call is
+// made again while the API server cannot be reached (untilReachable).
+const unreachableRetry = time.Second
+
+// untilReachable makes call, and while it fails because the API server
+// cannot be reached (a refused or reset connection, a failed dial),
+// makes it again every unreachableRetry (each failure recorded by call
+// itself, and reported to again with its count), until it succeeds,
+// fails otherwise, or ctx ends.
+//
+// client-go's reflector would retry such a call itself, but with a
+// backoff that doubles up to 30 s, is jittered up to twice that, and is
+// reset only after two minutes without failures: after an outage an
+// informer could stay blind for up to a minute once its API server is
+// back, and longer after each further outage. Holding the call here
+// instead keeps that backoff at its start, so an informer resumes within
+// about unreachableRetry of its API server answering, however long or
+// often it was away. A server that answers with an error (403, 410, 500)
+// is left to client-go's handling.
+func untilReachable(ctx context.Context, call func() error, again func(err error, n int)) error {
+	for n := 1; ; n++ {
+		err := call()
+		if err == nil || !unreachable(err) || ctx.Err() != nil {
+			return err
+		}
+		again(err, n)
+		t := time.NewTimer(unreachableRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// unreachable reports whether err says the API server could not be
+// reached at all, rather than that it answered with an error.
+func unreachable(err error) bool {
+	var op *net.OpError
+	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || errors.As(err, &op) && op.Op == "dial"
 }
 
 // updateTransform is TransformPod for the informer whose store is

@@ -74,10 +74,15 @@ type spawnRequest struct {
 type serverStatus struct {
 	User   string `json:"user"`
 	Server string `json:"server"`
-	// Phase is stopped, starting, running, stopping or failed.
+	// Phase is stopped, starting, running, stopping or failed; or
+	// unknown, which is no state of the server: its cluster is
+	// unavailable (reason ClusterUnavailable, exit_code null: the server
+	// counts as running) or it has pods in two clusters (SplitBrain).
 	Phase string `json:"phase"`
-	URL   string `json:"url,omitempty"`
-	Ready bool   `json:"ready"`
+	// Cluster is the cluster the server is in, with several clusters.
+	Cluster string `json:"cluster,omitempty"`
+	URL     string `json:"url,omitempty"`
+	Ready   bool   `json:"ready"`
 	// ExitCode is null while the server is starting or running, as
 	// KubeSpawner's poll returns None.
 	ExitCode  *int       `json:"exit_code"`
@@ -128,6 +133,10 @@ const (
 	reasonInternal           = "InternalError"
 	reasonNotLeader          = "NotLeader"
 	reasonNotReady           = "NotReady"
+	// reasonClusterUnavailable: the server's cluster (for a start, every
+	// cluster it may go to) has not answered for a while. Unlike
+	// NotLeader and NotReady, another replica would answer the same.
+	reasonClusterUnavailable = "ClusterUnavailable"
 )
 
 // apiError is an error the API answers with its own status and reason
@@ -160,8 +169,9 @@ func errBadRequest(reason string, err error) error {
 }
 
 // errUnavailable reports a replica that must not answer now (503, with
-// Retry-After): reason reasonNotLeader (another replica leads) or
-// reasonNotReady (still recovering, or stopped).
+// Retry-After): reason reasonNotLeader (another replica leads),
+// reasonNotReady (still recovering, or stopped) or
+// reasonClusterUnavailable (the server's cluster does not answer).
 func errUnavailable(reason string, err error) error {
 	return &apiError{Status: http.StatusServiceUnavailable, Reason: reason, Err: err, RetryAfter: time.Second}
 }

@@ -96,6 +96,9 @@ profile_list:
 		{"unlisted quantity not a quantity", qtyErr, 400, reasonInvalidUserOptions},
 		{"unlisted quantity negative", negErr, 400, reasonInvalidUserOptions},
 		{"NUL name", naming.ValidateServer(naming.Server{Username: "\x00"}), 400, reasonBadRequest},
+		{"cluster unavailable", fmt.Errorf("starting: %w", &manager.ClusterUnavailableError{Cluster: "gpu-eu", Since: time.Now()}), 503, reasonClusterUnavailable},
+		{"no such cluster", fmt.Errorf("profile gpu: %w", manager.ErrNoSuchCluster), 400, reasonInvalidUserOptions},
+		{"split brain", fmt.Errorf("carol: %w", manager.ErrSplitBrain), 409, reasonConflict},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.err == nil {

@@ -110,14 +110,15 @@ func (b *managerBackend) Profiles(ctx context.Context) ([]spawner.Profile, error
 
 func fromStatus(st manager.Status) serverStatus {
 	return serverStatus{
-		User: st.User, Server: st.Server, Phase: string(st.Phase), URL: st.URL, Ready: st.Ready,
+		User: st.User, Server: st.Server, Phase: string(st.Phase), Cluster: st.Cluster, URL: st.URL, Ready: st.Ready,
 		ExitCode: st.ExitCode, StartedAt: st.StartedAt, ReadyAt: st.ReadyAt,
 		Reason: string(st.Reason), Message: st.Message, State: st.State,
 	}
 }
 
 // managerError maps the Manager's errors to the API's: what the caller
-// can act on is 404, 409 or 400; the rest stays a 500.
+// can act on is 404, 409 or 400, an unavailable cluster 503; the rest
+// stays a 500.
 func managerError(err error) error {
 	var pe *spawner.ProfileError
 	var se *spawner.StartError
@@ -128,6 +129,12 @@ func managerError(err error) error {
 		return errUnavailable(reasonNotLeader, err)
 	case errors.Is(err, manager.ErrNotRunning), errors.Is(err, manager.ErrShutdown):
 		return errUnavailable(reasonNotReady, err)
+	case errors.Is(err, manager.ErrClusterUnavailable):
+		return errUnavailable(reasonClusterUnavailable, err)
+	case errors.Is(err, manager.ErrNoSuchCluster):
+		// The chosen profile names a cluster this service does not
+		// have: another profile may start.
+		return errBadRequest(reasonInvalidUserOptions, err)
 	case errors.Is(err, manager.ErrNotFound):
 		return errNotFound(err)
 	case errors.Is(err, manager.ErrBusy):

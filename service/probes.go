@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/spawnkit/spawnkit/manager"
+	"github.com/spawnkit/spawnkit/reflector"
 )
 
 // ProbeOptions configure Probes. Manager is required.
@@ -42,7 +43,12 @@ type ProbeOptions struct {
 //	              (Manager.Live); 500 naming what is wedged
 //	GET /readyz   200 once the Manager has recovered the cluster's servers,
 //	              its pod informer has synced, it leads (with election), and
-//	              the API server answered Ping within PingTimeout; else 503
+//	              the API server answered Ping within PingTimeout; else 503.
+//	              With several clusters, one line per cluster
+//	              ("cluster/<name>"): 200 while one of them serves, the
+//	              others printed "[!]cluster/<name> degraded: why" (their
+//	              servers are unknown, their starts fail fast); Ping is
+//	              the default cluster's
 //	GET /metrics  Prometheus text format, from Gatherer
 //
 // The bodies follow the API server's own /readyz: one "[+]name ok" or
@@ -76,27 +82,27 @@ type probes struct {
 type check struct {
 	name string
 	err  error
+	// degraded: err is printed ("[!]name degraded: err") but does not
+	// fail the probe.
+	degraded bool
 }
 
 func (p *probes) livez(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	writeChecks(w, http.StatusInternalServerError, "livez", []check{{"manager", p.opts.Manager.Live(ctx)}})
+	writeChecks(w, http.StatusInternalServerError, "livez", []check{{name: "manager", err: p.opts.Manager.Live(ctx)}})
 }
 
 func (p *probes) readyz(w http.ResponseWriter, r *http.Request) {
 	h := p.opts.Manager.Health()
-	checks := []check{{"manager", nil}, {"informers", nil}}
+	checks := []check{{name: "manager"}}
 	if !h.Running {
 		checks[0].err = errors.New("has not recovered the cluster's servers yet, or has stopped")
 	}
-	switch {
-	case !h.Pods.Synced && h.Pods.LastError != nil:
-		checks[1].err = fmt.Errorf("the pod informer has not synced; last list or watch error: %w", h.Pods.LastError)
-	case !h.Pods.Synced:
-		checks[1].err = errors.New("the pod informer has not synced")
-	case h.Pods.Denied != nil:
-		checks[1].err = fmt.Errorf("the pod informer is refused by the API server: %w", h.Pods.Denied)
+	if len(h.Clusters) > 1 {
+		checks = append(checks, p.clusterChecks(r.Context(), h)...)
+	} else {
+		checks = append(checks, check{name: "informers", err: podsErr(h.Pods)})
 	}
 	if h.Electing {
 		c := check{name: "leader"}
@@ -109,10 +115,50 @@ func (p *probes) readyz(w http.ResponseWriter, r *http.Request) {
 		}
 		checks = append(checks, c)
 	}
-	if p.opts.Ping != nil {
-		checks = append(checks, check{"apiserver", p.ping(r.Context())})
+	if p.opts.Ping != nil && len(h.Clusters) <= 1 {
+		checks = append(checks, check{name: "apiserver", err: p.ping(r.Context())})
 	}
 	writeChecks(w, http.StatusServiceUnavailable, "readyz", checks)
+}
+
+// clusterChecks are a Manager's with several clusters: one check per
+// cluster ("cluster/<name>": its informers, whether the Manager holds it
+// unavailable, and for the default cluster Ping). A replica with one
+// cluster serving is ready, as Health.Ready says: the others' failures
+// are printed as degraded ("[!]") and fail the probe only when no
+// cluster serves.
+func (p *probes) clusterChecks(ctx context.Context, h manager.Health) []check {
+	checks := make([]check, len(h.Clusters))
+	serving := false
+	for i, c := range h.Clusters {
+		err := podsErr(c.Pods)
+		if err == nil {
+			err = c.Err()
+		}
+		if err == nil && i == 0 && p.opts.Ping != nil {
+			err = p.ping(ctx)
+		}
+		checks[i] = check{name: "cluster/" + c.Name, err: err}
+		serving = serving || err == nil
+	}
+	if serving {
+		for i := range checks {
+			checks[i].degraded = checks[i].err != nil
+		}
+	}
+	return checks
+}
+
+func podsErr(pods reflector.Status) error {
+	switch {
+	case !pods.Synced && pods.LastError != nil:
+		return fmt.Errorf("the pod informer has not synced; last list or watch error: %w", pods.LastError)
+	case !pods.Synced:
+		return errors.New("the pod informer has not synced")
+	case pods.Denied != nil:
+		return fmt.Errorf("the pod informer is refused by the API server: %w", pods.Denied)
+	}
+	return nil
 }
 
 // ping asks the API server, or reuses an answer younger than
@@ -137,8 +183,12 @@ func (p *probes) ping(ctx context.Context) error {
 func writeChecks(w http.ResponseWriter, failCode int, name string, checks []check) {
 	var b strings.Builder
 	failed := false
+	var degraded []string
 	for _, c := range checks {
-		if c.err != nil {
+		if c.err != nil && c.degraded {
+			degraded = append(degraded, c.name)
+			fmt.Fprintf(&b, "[!]%s degraded: %s\n", c.name, oneLine(c.err))
+		} else if c.err != nil {
 			failed = true
 			fmt.Fprintf(&b, "[-]%s failed: %s\n", c.name, oneLine(c.err))
 		} else {
@@ -149,6 +199,8 @@ func writeChecks(w http.ResponseWriter, failCode int, name string, checks []chec
 	if failed {
 		code = failCode
 		fmt.Fprintf(&b, "%s check failed\n", name)
+	} else if len(degraded) > 0 {
+		fmt.Fprintf(&b, "%s check passed, degraded: %s\n", name, strings.Join(degraded, ", "))
 	} else {
 		fmt.Fprintf(&b, "%s check passed\n", name)
 	}

@@ -100,6 +100,14 @@ type Config struct {
 	// HandleLegacyNames (default true) makes a start find and keep a
 	// claim made under KubeSpawner's pre-7 (escape scheme) name.
 	HandleLegacyNames *bool `json:"handle_legacy_names"`
+	// KubernetesCluster are the clusters a server is placed in, in
+	// order of preference, for a hub that runs servers in several
+	// (spawnkit's own; one name or a list): typically set by a
+	// profile's or a choice's kubespawner_override. The Manager tries
+	// them in order and takes the first healthy; a Factory with a
+	// cluster (Options.Cluster) refuses a start whose configuration
+	// names others only (ErrOtherCluster). Empty: any cluster.
+	KubernetesCluster ClusterNames `json:"kubernetes_cluster"`
 
 	// Labels and annotations.
 	ComponentLabel   string            `json:"component_label"`
@@ -333,7 +341,12 @@ var podOptionKeys = []string{
 // LoadConfig reads a configuration in YAML or JSON with KubeSpawner's
 // option names. An unknown key, a value of the wrong type or a malformed
 // quantity is an error naming the key.
-func LoadConfig(data []byte) (Config, error) {
+func LoadConfig(data []byte) (Config, error) { return loadConfig(data, nil) }
+
+// loadConfig is LoadConfig; adjust, when set, changes the decoded Config
+// before it is checked (Override gives it the profile list and Go-only
+// fields of the Config it overrides).
+func loadConfig(data []byte, adjust func(*Config)) (Config, error) {
 	jsonData, err := yamlToJSON(data)
 	if err != nil {
 		return Config{}, fmt.Errorf("spawner: config is neither YAML nor JSON: %w", err)
@@ -388,6 +401,9 @@ func LoadConfig(data []byte) (Config, error) {
 		warnings = append(warnings, fmt.Sprintf("ignoring args %q: without cmd the image's command is used; set cmd to pass arguments", c.Args))
 	}
 	c.warnings = warnings
+	if adjust != nil {
+		adjust(&c)
+	}
 	// Every option is checked here, so a bad value is reported at load
 	// (all problems at once, by key) and never reaches a start. The
 	// default image fills an absent option only: an explicit "" is an

@@ -193,6 +193,31 @@
 // up. ReadyPod is the pod version the last start found ready, so a
 // controller following the pod informer can skip it.
 //
+// # Clusters
+//
+// A hub with several clusters behind it makes a Factory per cluster,
+// each with its own Client and Options.Cluster naming the cluster (a
+// DNS-1123 label; NewFactory refuses anything else). Every object a start
+// of such a Factory creates or updates (the user namespace, its
+// NetworkPolicy and ResourceQuota, the claim, the pod, the environment
+// and internal-SSL Secrets, the service) carries the label
+// naming.LabelCluster with that name, over any configured value, and
+// State.Cluster records it, in the pod's StateAnnotation too
+// (StateFromPod returns it); LoadState keeps the Factory's cluster,
+// whatever the loaded state says. The option kubernetes_cluster (one
+// name or a list, in order of preference, checked at load and once a
+// profile applies; typically a profile's or a choice's override) names
+// the clusters a server belongs in: a Factory with a cluster refuses a
+// start whose configuration names other clusters only, at Plan and at
+// Start's step plan, with a *ProfileError wrapping ErrOtherCluster. A
+// Factory without Options.Cluster is a hub with one cluster, as before:
+// no label, no State.Cluster, and kubernetes_cluster is ignored (the
+// package's Plan, which has no Factory, names no cluster either).
+// Config.Override gives a cluster its own base configuration (another
+// pod_connect_ip, another image registry): overrides applied as a
+// profile's kubespawner_override is, under the profile that Resolve
+// applies afterwards.
+//
 // # Migrating from KubeSpawner
 //
 // A hub moving from KubeSpawner keeps its running servers and its users'

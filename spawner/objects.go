@@ -426,9 +426,9 @@ func (s *Spawner) deleteClaim(ctx context.Context, ns, name string, uid types.UI
 
 // ensureNetworkPolicy makes the user namespace's NetworkPolicy, or brings
 // an existing one of spawnkit's up to date with an update (not a delete
-// and create: that would leave the servers open in between). One of the
-// name that spawnkit did not make is a *CollisionError and is not
-// touched.
+// and create: that would leave the servers open in between), and to the
+// cluster label of a Factory with a cluster. One of the name that
+// spawnkit did not make is a *CollisionError and is not touched.
 func (s *Spawner) ensureNetworkPolicy(ctx context.Context, want *networkingv1.NetworkPolicy) error {
 	api := s.b.client.NetworkingV1().NetworkPolicies(want.Namespace)
 	err := s.call(ctx, func(ctx context.Context) error {
@@ -443,11 +443,12 @@ func (s *Spawner) ensureNetworkPolicy(ctx context.Context, want *networkingv1.Ne
 		if have.Labels[naming.LabelManagedBy] != naming.ManagedBySpawnkit {
 			return retry.Permanent(&CollisionError{Kind: "NetworkPolicy", Namespace: have.Namespace, Name: have.Name, Want: s.server})
 		}
-		if apiequality.Semantic.DeepEqual(have.Spec, want.Spec) {
+		if apiequality.Semantic.DeepEqual(have.Spec, want.Spec) && hasClusterLabel(have.Labels, want.Labels) {
 			return nil
 		}
 		up := have.DeepCopy()
 		up.Spec = want.Spec
+		up.Labels = withClusterLabel(up.Labels, want.Labels)
 		_, err = api.Update(ctx, up, metav1.UpdateOptions{})
 		return err // a Conflict is retried: another start updated it first
 	})
@@ -458,8 +459,9 @@ func (s *Spawner) ensureNetworkPolicy(ctx context.Context, want *networkingv1.Ne
 }
 
 // ensureQuota makes the user namespace's ResourceQuota, or brings the hard
-// limits of an existing one of spawnkit's up to date (an update keeps
-// its usage accounting), and returns it as the API server has it.
+// limits and the cluster label of an existing one of spawnkit's up to
+// date (an update keeps its usage accounting), and returns it as the API
+// server has it.
 func (s *Spawner) ensureQuota(ctx context.Context, want *corev1.ResourceQuota) (*corev1.ResourceQuota, error) {
 	api := s.b.client.CoreV1().ResourceQuotas(want.Namespace)
 	var out *corev1.ResourceQuota
@@ -479,12 +481,13 @@ func (s *Spawner) ensureQuota(ctx context.Context, want *corev1.ResourceQuota) (
 		if have.Labels[naming.LabelManagedBy] != naming.ManagedBySpawnkit {
 			return retry.Permanent(&CollisionError{Kind: "ResourceQuota", Namespace: have.Namespace, Name: have.Name, Want: s.server})
 		}
-		if apiequality.Semantic.DeepEqual(have.Spec.Hard, want.Spec.Hard) {
+		if apiequality.Semantic.DeepEqual(have.Spec.Hard, want.Spec.Hard) && hasClusterLabel(have.Labels, want.Labels) {
 			out = have
 			return nil
 		}
 		up := have.DeepCopy()
 		up.Spec.Hard = want.Spec.Hard
+		up.Labels = withClusterLabel(up.Labels, want.Labels)
 		if out, err = api.Update(ctx, up, metav1.UpdateOptions{}); err != nil {
 			return err
 		}
@@ -615,4 +618,27 @@ func computeOption(res corev1.ResourceName, limits bool) string {
 		return "mem_limit"
 	}
 	return "mem_guarantee"
+}
+
+// hasClusterLabel reports whether the labels have of an existing object
+// carry the cluster label of want (an object's labels as rendered), or
+// want has none.
+func hasClusterLabel(have, want map[string]string) bool {
+	c, ok := want[naming.LabelCluster]
+	return !ok || have[naming.LabelCluster] == c
+}
+
+// withClusterLabel is have, a copy's own labels, with want's cluster
+// label when it has one: an update of an object made before its hub had
+// several clusters names the cluster from then on.
+func withClusterLabel(have, want map[string]string) map[string]string {
+	c, ok := want[naming.LabelCluster]
+	if !ok {
+		return have
+	}
+	if have == nil {
+		have = map[string]string{}
+	}
+	have[naming.LabelCluster] = c
+	return have
 }

@@ -125,7 +125,7 @@ func Plan(ctx context.Context, server naming.Server, cfg Config, opts StartOptio
 		return nil, fmt.Errorf("spawner: naming server %q of user %q: %w", server.Servername, server.Username, err)
 	}
 	st := State{PodName: names.Pod, Namespace: names.Namespace, DNSName: names.DNS}
-	return plan(ctx, server, &cfg, &names, &st, &opts, "")
+	return plan(ctx, server, &cfg, &names, &st, &opts, "", "")
 }
 
 // Plan renders the objects a Start of this Spawner's server with opts
@@ -136,7 +136,7 @@ func Plan(ctx context.Context, server naming.Server, cfg Config, opts StartOptio
 // start, and the start does not render again.
 func (s *Spawner) Plan(ctx context.Context, opts StartOptions) (*Objects, error) {
 	st := s.State()
-	o, err := plan(ctx, s.server, &s.b.cfg, &s.names, &st, &opts, newStartID())
+	o, err := plan(ctx, s.server, &s.b.cfg, &s.names, &st, &opts, newStartID(), s.b.cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -163,12 +163,13 @@ func (s *Spawner) planFor(opts *StartOptions, st *State) *Objects {
 // plan renders a start's objects. base is the defaulted configuration,
 // names the server's names from today's templates (their fields feed the
 // templated options), st the names in use (a loaded State wins over
-// today's templates), and startID marks what this start creates.
+// today's templates), startID marks what this start creates, and
+// cluster is the Factory's (Options.Cluster; "" for none).
 //
 // The arguments are pointers, read and never changed, and the result is
 // built in place: these structs are a kilobyte together, and copies of
 // them would deepen every start's goroutine stack.
-func plan(ctx context.Context, server naming.Server, base *Config, namesIn *naming.Names, stIn *State, opts *StartOptions, startID string) (*Objects, error) {
+func plan(ctx context.Context, server naming.Server, base *Config, namesIn *naming.Names, stIn *State, opts *StartOptions, startID, cluster string) (*Objects, error) {
 	if err := checkInputLimits(opts); err != nil {
 		return nil, err
 	}
@@ -192,6 +193,9 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 			st.Namespace, names.Namespace = cfg.Namespace, cfg.Namespace
 		}
 	} else if err := noProfileList(opts.UserOptions); err != nil {
+		return nil, err
+	}
+	if err := checkCluster(cluster, cfg, server); err != nil {
 		return nil, err
 	}
 	syntax := naming.KubeSpawner
@@ -225,6 +229,7 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 	r.secretName = names.Secret
 
 	st.StartID = startID
+	st.Cluster = cluster
 	st.Port = cfg.Port
 	st.SSL = opts.SSL != nil
 	st.Services = cfg.ServicesEnabled || opts.SSL != nil
@@ -250,14 +255,15 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 	o.cfg = cfg
 
 	// Labels and annotations per object, as KubeSpawner 7.1 makes them,
-	// plus spawnkit's managed-by label (orphan finds objects by it) and
-	// the raw names, which no configured annotation can replace.
+	// plus spawnkit's managed-by label (orphan finds objects by it), the
+	// cluster label of a Factory with a cluster, and the raw names,
+	// which no configured label or annotation can replace.
 	if cfg.EnableUserNamespaces {
 		nsAnn := ownerAnnotations(server, r.nsAnnotations)
-		if o.Namespace, err = manifest.Namespace(manifest.NamespaceSpec{Name: st.Namespace, Labels: withManagedBy(r.nsLabels), Annotations: nsAnn}); err != nil {
+		if o.Namespace, err = manifest.Namespace(manifest.NamespaceSpec{Name: st.Namespace, Labels: withManagedBy(r.nsLabels, cluster), Annotations: nsAnn}); err != nil {
 			return nil, fmt.Errorf("spawner: user namespace: %w", err)
 		}
-		if o.NetworkPolicy, o.ResourceQuota, err = namespaceObjects(cfg, server, r, st.Namespace); err != nil {
+		if o.NetworkPolicy, o.ResourceQuota, err = namespaceObjects(cfg, server, r, st.Namespace, cluster); err != nil {
 			return nil, err
 		}
 	}
@@ -266,7 +272,7 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 		if startID != "" {
 			ann[StartIDAnnotation] = startID
 		}
-		labels := addManagedBy(naming.CommonLabels(server, r.storageLabels, cfg.CommonLabels))
+		labels := addManagedBy(naming.CommonLabels(server, r.storageLabels, cfg.CommonLabels), cluster)
 		labels[naming.LabelAppComponent] = cfg.ComponentLabel
 		labels[naming.LabelComponent] = StorageComponent
 		o.PVC, err = manifest.PVC(manifest.PVCSpec{
@@ -294,7 +300,7 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 	// copies them into each object).
 	var common, owned map[string]string
 	if opts.SSL != nil || st.Services || len(secretEnv) > 0 {
-		common = addManagedBy(naming.CommonLabels(server, r.extraLabels, cfg.CommonLabels))
+		common = addManagedBy(naming.CommonLabels(server, r.extraLabels, cfg.CommonLabels), cluster)
 		owned = addOwner(server, commonAnnotations(opts, r.extraAnnotations))
 	}
 	if len(secretEnv) > 0 {
@@ -720,7 +726,7 @@ func buildPod(cfg *Config, server naming.Server, r *rendered, st *State, opts *S
 	} else {
 		spec.Cmd = nil
 	}
-	spec.Labels = addManagedBy(naming.PodLabels(server, cfg.ComponentLabel, r.extraLabels, cfg.CommonLabels))
+	spec.Labels = addManagedBy(naming.PodLabels(server, cfg.ComponentLabel, r.extraLabels, cfg.CommonLabels), st.Cluster)
 	ann := addOwner(server, commonAnnotations(opts, r.extraAnnotations))
 	if st.StartID != "" {
 		ann[StartIDAnnotation] = st.StartID
@@ -764,10 +770,11 @@ const (
 
 // namespaceObjects renders the user namespace's NetworkPolicy and
 // ResourceQuota (each nil when not configured). They carry spawnkit's
-// managed-by label and the user's name (no server's: they are the
-// user's), and select the servers by the component label.
-func namespaceObjects(cfg *Config, server naming.Server, r *rendered, ns string) (*networkingv1.NetworkPolicy, *corev1.ResourceQuota, error) {
-	labels := withManagedBy(map[string]string{naming.LabelComponent: "singleuser-namespace"})
+// managed-by label (and cluster's, when set) and the user's name (no
+// server's: they are the user's), and select the servers by the
+// component label.
+func namespaceObjects(cfg *Config, server naming.Server, r *rendered, ns, cluster string) (*networkingv1.NetworkPolicy, *corev1.ResourceQuota, error) {
+	labels := withManagedBy(map[string]string{naming.LabelComponent: "singleuser-namespace"}, cluster)
 	ann := map[string]string{naming.AnnotationUsername: server.Username}
 	var policy *networkingv1.NetworkPolicy
 	if np := cfg.NetworkPolicy; np != nil && np.Enabled {
@@ -866,17 +873,21 @@ func moveToSecret(env []corev1.EnvVar, names []string, secret string) map[string
 }
 
 // withManagedBy returns a copy of l with spawnkit's managed-by label, by
-// which orphan finds what spawnkit created.
-func withManagedBy(l map[string]string) map[string]string {
-	out := make(map[string]string, len(l)+1)
+// which orphan finds what spawnkit created, and, when cluster is not "",
+// the cluster label (naming.LabelCluster) naming it.
+func withManagedBy(l map[string]string, cluster string) map[string]string {
+	out := make(map[string]string, len(l)+2)
 	maps.Copy(out, l)
-	return addManagedBy(out)
+	return addManagedBy(out, cluster)
 }
 
 // addManagedBy is withManagedBy for a map of the caller's own: it adds
-// the label to l itself.
-func addManagedBy(l map[string]string) map[string]string {
+// the labels to l itself, over any configured value.
+func addManagedBy(l map[string]string, cluster string) map[string]string {
 	l[naming.LabelManagedBy] = naming.ManagedBySpawnkit
+	if cluster != "" {
+		l[naming.LabelCluster] = cluster
+	}
 	return l
 }
 

@@ -117,7 +117,7 @@ func TestPlanLeavesItsConfigUnchanged(t *testing.T) {
 		}
 		st := State{PodName: names.Pod, Namespace: names.Namespace, DNSName: names.DNS}
 		for range 2 {
-			if _, err := plan(t.Context(), srv, cfg, &names, &st, &StartOptions{UserOptions: map[string]string{}}, "0123456789abcdef"); err != nil {
+			if _, err := plan(t.Context(), srv, cfg, &names, &st, &StartOptions{UserOptions: map[string]string{}}, "0123456789abcdef", ""); err != nil {
 				t.Fatalf("%q: %v", yaml, err)
 			}
 		}
@@ -128,7 +128,7 @@ func TestPlanLeavesItsConfigUnchanged(t *testing.T) {
 			t.Fatal(err)
 		}
 		ost := State{PodName: onames.Pod, Namespace: onames.Namespace, DNSName: onames.DNS}
-		o, err := plan(t.Context(), other, cfg, &onames, &ost, &StartOptions{}, "0123456789abcdef")
+		o, err := plan(t.Context(), other, cfg, &onames, &ost, &StartOptions{}, "0123456789abcdef", "")
 		if err != nil {
 			t.Fatal(err)
 		}

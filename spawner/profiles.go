@@ -183,7 +183,8 @@ type ProfileError struct {
 	Profile, Option, Choice string
 	Msg                     string
 	// Err is the cause, when the choices made the options unloadable
-	// (a malformed quantity, a value of the wrong type).
+	// (a malformed quantity, a value of the wrong type), or
+	// ErrOtherCluster.
 	Err error
 }
 

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -90,6 +91,16 @@ type Options struct {
 	// Clock stamps progress and times the slow-start message. Default:
 	// the real clock.
 	Clock clock.Clock
+	// Cluster names the cluster Client talks to, for a hub that runs
+	// servers in several (one Factory per cluster): a DNS-1123 label.
+	// Every object a start creates or updates then carries it as the
+	// label naming.LabelCluster, State.Cluster records it, and a start
+	// whose configuration's kubernetes_cluster names other clusters
+	// only is refused (see ErrOtherCluster). Default "": a hub with one
+	// cluster, whose objects and State name none and which ignores
+	// kubernetes_cluster. (The package's Plan, a dry run without a
+	// Factory, names no cluster; Spawner.Plan does.)
+	Cluster string
 }
 
 // Factory makes the Spawners of one configuration: it checks the Config,
@@ -104,6 +115,7 @@ type Factory struct {
 	namer    *naming.Namer
 	hooks    Hooks
 	clock    clock.Clock
+	cluster  string // Options.Cluster
 	// httpClient is true when client's requests go through net/http, so
 	// the request timeout can start when a request leaves the client.
 	httpClient bool
@@ -125,6 +137,11 @@ func NewFactory(opts Options) (*Factory, error) {
 	if opts.Client == nil || opts.Registry == nil {
 		return nil, errors.New("spawner: Options needs Client and Registry")
 	}
+	if opts.Cluster != "" {
+		if msgs := validation.IsDNS1123Label(opts.Cluster); len(msgs) > 0 {
+			return nil, fmt.Errorf("spawner: Options.Cluster %q is not a cluster name (a DNS-1123 label): %s", opts.Cluster, strings.Join(msgs, "; "))
+		}
+	}
 	cfg := opts.Config.withDefaults()
 	if cfg.Namespace == "" {
 		cfg.Namespace = detectNamespace()
@@ -144,7 +161,7 @@ func NewFactory(opts Options) (*Factory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spawner: %w", err)
 	}
-	f := &Factory{client: opts.Client, registry: opts.Registry, cfg: cfg, namer: namer, hooks: opts.Hooks, clock: opts.Clock}
+	f := &Factory{client: opts.Client, registry: opts.Registry, cfg: cfg, namer: namer, hooks: opts.Hooks, clock: opts.Clock, cluster: opts.Cluster}
 	f.profileNS, f.openNS = cfg.profileNamespaces()
 	if f.clock == nil {
 		f.clock = clock.RealClock{}
@@ -158,6 +175,10 @@ func NewFactory(opts Options) (*Factory, error) {
 // Config returns the Factory's configuration, with its defaults filled
 // in (the namespace included).
 func (f *Factory) Config() Config { return f.cfg }
+
+// Cluster is the name of the cluster the Factory's Client talks to
+// (Options.Cluster); "" for a hub with one cluster.
+func (f *Factory) Cluster() string { return f.cluster }
 
 // Spawner runs one user server. It is safe for concurrent use. Start,
 // Resume, Stop and DeleteForever share one operation slot: one runs at a
@@ -218,7 +239,7 @@ func (f *Factory) New(server naming.Server) (*Spawner, error) {
 		return nil, fmt.Errorf("spawner: naming server %q of user %q: %w", server.Servername, server.Username, err)
 	}
 	s := &Spawner{server: server, b: f, names: names, op: make(chan struct{}, 1), done: make(chan struct{})}
-	s.state = State{PodName: names.Pod, Namespace: names.Namespace, DNSName: names.DNS, Port: f.cfg.Port, Version: Version}
+	s.state = State{PodName: names.Pod, Namespace: names.Namespace, DNSName: names.DNS, Port: f.cfg.Port, Cluster: f.cluster, Version: Version}
 	return s, nil
 }
 
@@ -257,6 +278,8 @@ func (s *Spawner) State() State {
 // StateFromPod). Names from a loaded state win over today's templates, so
 // a server started before a template or namespace change stays reachable;
 // the recorded port, scheme and host make its URL the same as before.
+// Cluster is always the Factory's (Options.Cluster), whatever st
+// records: a Spawner's objects are where its Client is.
 func (s *Spawner) LoadState(st State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -277,6 +300,7 @@ func (s *Spawner) LoadState(st State) {
 	if st.PVCName == "" || !boolOr(s.b.cfg.RememberPVCName, true) {
 		st.PVCName = keepPVC
 	}
+	st.Cluster = s.b.cluster
 	st.Version = Version
 	s.state = st.clone()
 }

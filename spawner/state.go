@@ -28,6 +28,9 @@ type State struct {
 	DNSName   string `json:"dns_name"`
 	// PVCName is set once the claim is known to exist.
 	PVCName string `json:"pvc_name,omitempty"`
+	// Cluster is the cluster the server's objects are in: the
+	// Factory's Options.Cluster, "" for a hub with one cluster.
+	Cluster string `json:"cluster,omitempty"`
 
 	// What the last Start decided, so that the URL and Poll answers are
 	// the same in a process that did not run that Start. A profile can

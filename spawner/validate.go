@@ -223,6 +223,7 @@ func (c *Config) validateOptions() field.ErrorList {
 	}
 	// ValidateNamespaceName (a DNS-1123 label).
 	errs = append(errs, checkName("namespace", c.Namespace, validation.IsDNS1123Label)...)
+	errs = append(errs, c.KubernetesCluster.check()...)
 	// The pod's labels (ValidateObjectMeta: ValidateLabels).
 	for _, msg := range validation.IsValidLabelValue(c.ComponentLabel) {
 		errs = append(errs, field.Invalid(field.NewPath("component_label"), c.ComponentLabel, msg))

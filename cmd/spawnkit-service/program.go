@@ -36,7 +36,9 @@ type program struct {
 	token *tokenSource
 	cert  *certSource // nil without TLS
 	cfg   spawner.Config
-	rest  *rest.Config
+	// clusters are the clusters to run servers in: -clusters', or one
+	// unnamed from -kubeconfig.
+	clusters []clusterSetup
 }
 
 // prepare reads and checks every file the flags name, and the
@@ -59,23 +61,30 @@ func prepare(f flags, getenv func(string) string, stderr io.Writer) (*program, e
 		}
 	}
 	switch {
+	case f.clusters != "":
+		if p.clusters, err = loadClusters(f, p.cfg); err != nil {
+			return nil, err
+		}
 	case f.check && f.kubeconfig == "":
 		// -check runs where the pod's args are written (a laptop, CI),
 		// not in the cluster: the cluster is not part of the check. Any
 		// address does for the Manager's own checks, which make no call.
-		p.rest = &rest.Config{Host: "https://kubernetes.default.svc"}
+		p.clusters = []clusterSetup{{rest: &rest.Config{Host: "https://kubernetes.default.svc"}}}
 	default:
-		if p.rest, err = restConfig(f); err != nil {
+		rc, err := restConfig(f)
+		if err != nil {
 			return nil, err
 		}
+		p.clusters = []clusterSetup{{rest: rc}}
 	}
 	// The configuration and the election settings, checked as the
 	// Manager checks them (no API call is made before Start).
-	client, err := kubernetes.NewForConfig(p.rest)
+	cs, release, err := p.newClusters(nil)
 	if err != nil {
 		return nil, fmt.Errorf("the cluster config: %w", err)
 	}
-	if _, err := p.newManager(client, nil, nil); err != nil {
+	defer release()
+	if _, err := p.newManager(cs, nil); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -110,17 +119,12 @@ func restConfig(f flags) (*rest.Config, error) {
 	return reflector.DetectStalls(cfg)
 }
 
-// newManager makes the Manager the flags describe; registry nil makes a
-// throwaway one (prepare's check).
-func (p *program) newManager(client kubernetes.Interface, registry *reflector.Registry, reg prometheus.Registerer) (*manager.Manager, error) {
-	if registry == nil {
-		var err error
-		if registry, err = p.newRegistry(client, nil); err != nil {
-			return nil, err
-		}
-		defer registry.Close()
+// newManager makes the Manager the flags describe over cs (newClusters).
+func (p *program) newManager(cs []kubeCluster, reg prometheus.Registerer) (*manager.Manager, error) {
+	opts := manager.Options{Config: p.cfg, Registerer: reg, Clusters: p.managerClusters(cs)}
+	if opts.Clusters == nil {
+		opts.Client, opts.Registry = cs[0].client, cs[0].registry
 	}
-	opts := manager.Options{Client: client, Registry: registry, Config: p.cfg, Registerer: reg}
 	if p.f.leaderElect {
 		opts.LeaderElection = &manager.LeaderElection{
 			Namespace: p.f.leaseNamespace, Name: p.f.leaseName, Identity: p.f.leaseIdentity,
@@ -162,18 +166,16 @@ func newLogger(w io.Writer) logr.Logger {
 func (p *program) serve(ctx context.Context) error {
 	log := p.log
 	ctx = logr.NewContext(ctx, log)
-	client, err := kubernetes.NewForConfig(p.rest)
-	if err != nil {
-		return err
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	registry, err := p.newRegistry(client, reg)
+	cs, release, err := p.newClusters(reg)
 	if err != nil {
 		return err
 	}
-	defer registry.Close()
-	m, err := p.newManager(client, registry, reg)
+	defer release()
+	// The Lease, and the probes' ping, are the default cluster's.
+	client := cs[0].client
+	m, err := p.newManager(cs, reg)
 	if err != nil {
 		return err
 	}
@@ -215,6 +217,13 @@ func (p *program) serve(ctx context.Context) error {
 		log.Info("serving the probes and metrics", "url", "http://"+probeLn.Addr().String()+"/readyz")
 	}
 	log.Info("serving the spawner API", "url", scheme+"://"+ln.Addr().String()+"/v1/", "leaderElect", p.f.leaderElect, "version", spawner.Version)
+	if len(cs) > 1 || p.f.clusters != "" {
+		names := make([]string, len(cs))
+		for i, c := range cs {
+			names[i] = c.name
+		}
+		log.Info("running servers in several clusters", "clusters", names, "default", names[0])
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	managerDone := make(chan struct{})

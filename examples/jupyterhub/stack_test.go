@@ -61,6 +61,9 @@ type stackOptions struct {
 	// hubConfig is Python appended to the test's jupyterhub_config.py;
 	// it sees the directory of the stack's state as state_dir.
 	hubConfig string
+	// serviceConfig is the service's -config (default:
+	// testdata/spawner-service.yaml); clusters its -clusters file, if any.
+	serviceConfig, clusters string
 }
 
 // newStack installs the Python package (once per test binary), builds the
@@ -120,17 +123,24 @@ func (s *stack) logPath(name string) string { return filepath.Join(s.dir, name+"
 
 func (s *stack) startService(ctx context.Context, t *testing.T) {
 	t.Helper()
-	config, err := filepath.Abs(filepath.Join("testdata", "spawner-service.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	config := s.opts.serviceConfig
+	if config == "" {
+		var err error
+		if config, err = filepath.Abs(filepath.Join("testdata", "spawner-service.yaml")); err != nil {
+			t.Fatal(err)
+		}
 	}
-	p, err := startProcess("spawner-service", s.dir, s.logPath("spawner-service"), nil, s.serviceBin,
+	args := []string{
 		"-kubeconfig", s.cluster.Kubeconfig,
 		"-config", config,
 		"-listen", fmt.Sprintf("127.0.0.1:%d", s.servicePort),
 		"-token-file", filepath.Join(s.dir, "service-token"),
 		// The probes are not this test's subject: any free port.
-		"-probe-listen", "127.0.0.1:0")
+		"-probe-listen", "127.0.0.1:0"}
+	if s.opts.clusters != "" {
+		args = append(args, "-clusters", s.opts.clusters)
+	}
+	p, err := startProcess("spawner-service", s.dir, s.logPath("spawner-service"), nil, s.serviceBin, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,12 @@
 //
 //	orphan-sweeper --known servers.json
 //	orphan-sweeper --hub-url http://hub:8081 --apply      # token in JUPYTERHUB_API_TOKEN
+//	orphan-sweeper --kubeconfig gpu-eu.kubeconfig --cluster gpu-eu --known servers.json
+//
+// With several clusters it runs once per cluster, --cluster naming the
+// one its kubeconfig reaches: a server the hub records in another
+// cluster ("cluster" in the --known file, or the cluster in the spawnkit
+// state the hub keeps) leaves orphans here, its claims excepted.
 package main
 
 import (
@@ -25,6 +31,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -47,6 +54,9 @@ type knownServer struct {
 	User    *string `json:"user"`
 	Server  string  `json:"server"`
 	Running *bool   `json:"running"`
+	// Cluster is where the server lives, with several clusters ("":
+	// unknown, as if in every cluster).
+	Cluster string `json:"cluster"`
 }
 
 // defaultMaxDelete is --max-delete's default: a routine sweep deletes a
@@ -65,6 +75,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	maxDelete := flags.Int("max-delete", defaultMaxDelete, "with --apply, delete nothing if more than this many objects would be deleted")
 	allowEmpty := flags.Bool("allow-empty-known", false, "allow a hub that knows no servers at all (every object is then an orphan)")
 	asJSON := flags.Bool("json", false, "print JSON instead of a table")
+	clusterName := flags.String("cluster", "", "with several clusters: the name of the cluster --kubeconfig reaches (as the hub's spawnkit service names it); servers the hub records elsewhere leave orphans here")
 	selector := flags.String("selector", orphan.DefaultSelector,
 		"label selector of the objects to look at; a hub migrating from KubeSpawner uses 'app.kubernetes.io/managed-by in (spawnkit,kubespawner)'")
 	if err := flags.Parse(args); err != nil {
@@ -81,6 +92,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if *maxDelete < 0 {
 		return fmt.Errorf("--max-delete %d is negative", *maxDelete)
+	}
+	if *clusterName != "" {
+		if msgs := validation.IsDNS1123Label(*clusterName); len(msgs) > 0 {
+			return fmt.Errorf("--cluster %q: want a cluster name (a DNS-1123 label): %s", *clusterName, strings.Join(msgs, "; "))
+		}
 	}
 	if sel, err := labels.Parse(*selector); err != nil {
 		return fmt.Errorf("--selector %q: %w", *selector, err)
@@ -122,11 +138,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	orphans, err := orphan.List(ctx, known, orphan.Options{Client: client, Namespaces: split(*namespaces), LabelSelector: *selector})
+	orphans, err := orphan.List(ctx, known, orphan.Options{Client: client, Namespaces: split(*namespaces), LabelSelector: *selector, Cluster: *clusterName})
 	if err != nil {
 		return err
 	}
-	cleanup := orphan.CleanupOptions{Client: client, DryRun: true, MinAge: *minAge, Kinds: cleanupKinds}
+	cleanup := orphan.CleanupOptions{Client: client, DryRun: true, MinAge: *minAge, Kinds: cleanupKinds, Cluster: *clusterName}
 	if *minAge == 0 {
 		cleanup.MinAge = orphan.NoMinAge
 	}
@@ -187,7 +203,11 @@ func printTable(out io.Writer, orphans []orphan.Orphan, report orphan.Report, no
 		if !o.Attributed {
 			server = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Kind, o.Namespace, o.Name, server, o.Reason,
+		reason := string(o.Reason)
+		if o.ServerCluster != "" {
+			reason += " (lives in " + o.ServerCluster + ")"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Kind, o.Namespace, o.Name, server, reason,
 			o.Age(now).Round(time.Second), outcome[key(o)])
 	}
 	w.Flush()
@@ -279,14 +299,22 @@ func parseKnown(name string, data []byte) (*orphan.Known, error) {
 			return nil, fmt.Errorf("%s: entry %d: server %s is listed twice", name, i, key)
 		}
 		seen[key] = true
-		known.Add(*s.User, s.Server, *s.Running)
+		if s.Cluster != "" {
+			if msgs := validation.IsDNS1123Label(s.Cluster); len(msgs) > 0 {
+				return nil, fmt.Errorf("%s: entry %d (%s): cluster %q is no cluster name: %s", name, i, key, s.Cluster, strings.Join(msgs, "; "))
+			}
+		}
+		known.AddIn(s.Cluster, *s.User, s.Server, *s.Running)
 	}
 	return known, nil
 }
 
 // knownFromHub reads the servers from JupyterHub's REST API
 // (GET /hub/api/users?include_stopped_servers, paginated): a server is
-// running unless the hub reports it stopped.
+// running unless the hub reports it stopped. With the admin:server_state
+// scope the hub includes each server's state, whose spawnkit state names
+// its cluster (with several clusters); without it every server counts as
+// living in every cluster.
 func knownFromHub(ctx context.Context, base, token string) (*orphan.Known, error) {
 	if token == "" {
 		return nil, errors.New("set JUPYTERHUB_API_TOKEN to a token with the read:users and read:servers scopes")
@@ -320,6 +348,11 @@ func knownFromHub(ctx context.Context, base, token string) (*orphan.Known, error
 				Name    string `json:"name"`
 				Servers *map[string]*struct {
 					Stopped bool `json:"stopped"`
+					State   *struct {
+						Spawnkit *struct {
+							Cluster string `json:"cluster"`
+						} `json:"spawnkit_state"`
+					} `json:"state"`
 				} `json:"servers"`
 			} `json:"items"`
 			Pagination *struct {
@@ -356,7 +389,11 @@ func knownFromHub(ctx context.Context, base, token string) (*orphan.Known, error
 				if srv == nil {
 					return nil, fmt.Errorf("the hub returned server %q of user %q as null", name, user.Name)
 				}
-				known.Add(user.Name, name, !srv.Stopped)
+				cluster := ""
+				if srv.State != nil && srv.State.Spawnkit != nil {
+					cluster = srv.State.Spawnkit.Cluster
+				}
+				known.AddIn(cluster, user.Name, name, !srv.Stopped)
 			}
 		}
 		if page.Pagination.Next == nil || len(*page.Items) == 0 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
@@ -70,9 +71,89 @@ func TestSweepFromFile(t *testing.T) {
 	}
 }
 
+// TestSweepOneOfSeveralClusters: run for cluster "b", a server the
+// --known file places in cluster "a" leaves an orphan pod here (what a
+// move leaves behind), named with where it lives, while its claim is
+// kept; a server placed in b, or nowhere, owns its pod. A misspelt
+// cluster name is refused before anything is listed.
+func TestSweepOneOfSeveralClusters(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	ctx := t.Context()
+	ns, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "sweep-b-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	managed := map[string]string{"app.kubernetes.io/managed-by": "spawnkit"}
+	for _, user := range []string{"moved", "here", "anywhere"} {
+		if _, err := c.Client.CoreV1().Pods(ns.Name).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "jupyter-" + user, Labels: managed, Annotations: map[string]string{naming.AnnotationUsername: user}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "notebook", Image: "x"}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Client.CoreV1().PersistentVolumeClaims(ns.Name).Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "claim-moved", Labels: managed, Annotations: map[string]string{naming.AnnotationUsername: "moved"}},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	known := filepath.Join(t.TempDir(), "servers.json")
+	if err := os.WriteFile(known, []byte(`[{"user": "moved", "server": "", "running": true, "cluster": "a"},
+		{"user": "here", "server": "", "running": true, "cluster": "b"},
+		{"user": "anywhere", "server": "", "running": true}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--kubeconfig", c.Kubeconfig, "--known", known, "--namespaces", ns.Name, "--min-age", "0",
+		"--kinds", "Pod,PersistentVolumeClaim", "--cluster", "b"}
+	var out bytes.Buffer
+	if err := run(ctx, append(args, "--apply", "--json"), &out); err != nil {
+		t.Fatal(err)
+	}
+	var result struct {
+		Orphans []struct{ Name, Reason, Cluster, ServerCluster string }
+		Report  struct{ Deleted []struct{ Name string } }
+	}
+	if err := json.Unmarshal(out.Bytes(), &result); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(result.Orphans) != 1 || result.Orphans[0].Name != "jupyter-moved" || result.Orphans[0].Reason != "other-cluster" ||
+		result.Orphans[0].Cluster != "b" || result.Orphans[0].ServerCluster != "a" {
+		t.Errorf("orphans in b: %+v; want only jupyter-moved, other-cluster, listed in b, living in a", result.Orphans)
+	}
+	if len(result.Report.Deleted) != 1 || result.Report.Deleted[0].Name != "jupyter-moved" {
+		t.Errorf("deleted: %+v; want jupyter-moved", result.Report.Deleted)
+	}
+	for _, name := range []string{"jupyter-here", "jupyter-anywhere"} {
+		if _, err := c.Client.CoreV1().Pods(ns.Name).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := c.Client.CoreV1().PersistentVolumeClaims(ns.Name).Get(ctx, "claim-moved", metav1.GetOptions{}); err != nil {
+		t.Errorf("the moved server's claim: %v", err)
+	}
+	for _, bad := range []struct{ flag, file, want string }{
+		{"Gpu_EU", "", `--cluster "Gpu_EU"`},
+		{"b", `[{"user": "x", "running": true, "cluster": "B A"}]`, `cluster "B A"`},
+	} {
+		args := []string{"--kubeconfig", c.Kubeconfig, "--known", known, "--cluster", bad.flag}
+		if bad.file != "" {
+			f := filepath.Join(t.TempDir(), "bad.json")
+			if err := os.WriteFile(f, []byte(bad.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args[3] = f
+		}
+		if err := run(ctx, args, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v: %v; want an error naming %s", args, err, bad.want)
+		}
+	}
+}
+
 func TestKnownFromHub(t *testing.T) {
 	pages := []string{
-		`{"items": [{"name": "alice", "servers": {"": {"stopped": false}, "gpu": {"stopped": true}}}], "_pagination": {"offset": 0, "limit": 1, "total": 2, "next": {"offset": 1, "limit": 1}}}`,
+		`{"items": [{"name": "alice", "servers": {"": {"stopped": false}, "gpu": {"stopped": true, "state": {"spawnkit_state": {"pod_name": "jupyter-alice--gpu", "cluster": "gpu-eu"}}}}}], "_pagination": {"offset": 0, "limit": 1, "total": 2, "next": {"offset": 1, "limit": 1}}}`,
 		`{"items": [{"name": "bob", "servers": {}}], "_pagination": {"offset": 1, "limit": 1, "total": 2, "next": null}}`,
 	}
 	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

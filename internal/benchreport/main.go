@@ -20,6 +20,20 @@
 //     equivalent work. The Manager keeps its default
 //     ConcurrentSpawnLimit (100, JupyterHub's concurrent_spawn_limit)
 //     unless -spawn-limit says otherwise.
+//   - clusters (clusters.go): what one cluster more costs spawns on the
+//     first (issue 31). It starts a second simulated cluster, B, and
+//     measures Manager.Spawn of 100 servers at once (-quick: 20) on
+//     cluster A in four configurations, each run a child process as the
+//     manager rows, their order alternating between repeats: a Manager
+//     of A alone, B idle; a Manager of A and B (Options.Clusters), B
+//     idle; the same while -busy-b servers (20) cycle on B through it
+//     (start, running, stop, placed on B by a profile naming
+//     kubernetes_cluster b); and, the control of that, a Manager each
+//     for A and B in one process, B as busy. Rows: throughput and the
+//     median time to running on A, as the ratios two-idle/alone and
+//     two-busy/separate-busy (goals: at least 0.9× and at most 1.15×)
+//     and two-busy/alone (no goal: B's control plane shares the 2
+//     cores).
 //   - poll: spawner.Spawner.Poll of a running server, with -poll-pods
 //     pods (10,000 by default) in the cache, against a raw lister Get and
 //     a readiness and exit check: ns/op and allocs/op over a timed loop,
@@ -145,6 +159,7 @@ type Producer func(ctx context.Context, env *Env, repeats int) ([]Measure, error
 var producers = []group{
 	{"start", measureStart},
 	{"manager", measureManager},
+	{"clusters", measureClusters},
 	{"poll", measurePoll},
 	{"heap", measureHeap},
 	{"events", measureEventFlood},
@@ -175,6 +190,9 @@ type Env struct {
 	Quick bool
 	// SpawnLimit is the Manager's ConcurrentSpawnLimit (0: its default).
 	SpawnLimit int
+	// BusyB is how many servers the clusters rows keep cycling on
+	// cluster B.
+	BusyB int
 	// Self is this program's executable, for child runs.
 	Self string
 	// CPUProfile, when set, is the path prefix of CPU profiles of the
@@ -197,10 +215,11 @@ func main() {
 	flags := flag.NewFlagSet("benchreport", flag.ExitOnError)
 	sizes := flags.String("sizes", "100,1000", "concurrent spawns of the start and manager rows, comma-separated: one row each")
 	repeats := flags.Int("repeats", 5, "runs per side and row (the spawn rows are noisy on 2 cores: a median of 5 moves less than one of 3; the rows of 100 spawns run 3×repeats times)")
-	quick := flags.Bool("quick", false, "a smoke run: small sizes (20), 1,000 poll pods, unless -sizes or -poll-pods are given")
+	quick := flags.Bool("quick", false, "a smoke run: small sizes (20), 1,000 poll pods, 5 busy servers on cluster B, unless -sizes, -poll-pods or -busy-b are given")
 	only := flags.String("only", "", "run only these row groups, comma-separated: "+groupNames())
 	pollPods := flags.Int("poll-pods", 10_000, "pods in the cache for the poll rows")
-	spawnLimit := flags.Int("spawn-limit", 0, "the Manager's ConcurrentSpawnLimit in manager rows (0: its default, 100; negative: none)")
+	spawnLimit := flags.Int("spawn-limit", 0, "the Manager's ConcurrentSpawnLimit in manager and clusters rows (0: its default, 100; negative: none)")
+	busyB := flags.Int("busy-b", 20, "servers the clusters rows keep cycling (start, running, stop) on cluster B while they measure cluster A (-quick: 5)")
 	jsonPath := flags.String("json", "bench-report.json", "write the report here as JSON (\"\" for none)")
 	cpuProfile := flags.String("cpuprofile", "", "write a CPU profile of each measured window to files starting with this path")
 	memProfile := flags.String("memprofile", "", "write heap profiles before and after each measured window to files starting with this path")
@@ -239,7 +258,10 @@ func main() {
 	if *quick && !set["poll-pods"] {
 		*pollPods = 1000
 	}
-	env := &Env{PollPods: *pollPods, Quick: *quick, SpawnLimit: *spawnLimit, CPUProfile: *cpuProfile, MemProfile: *memProfile,
+	if *quick && !set["busy-b"] {
+		*busyB = 5
+	}
+	env := &Env{PollPods: *pollPods, Quick: *quick, SpawnLimit: *spawnLimit, BusyB: *busyB, CPUProfile: *cpuProfile, MemProfile: *memProfile,
 		RawPlannedPod: !*rawMinimal, NoEvents: *noEvents, RawEvents: *rawEvents}
 	groups, err := parseConfig(env, *sizes, *only, *repeats)
 	if err == nil {
@@ -269,6 +291,9 @@ func parseConfig(env *Env, sizes, only string, repeats int) ([]string, error) {
 	}
 	if env.PollPods < 1 {
 		return nil, fmt.Errorf("-poll-pods must be at least 1 (got %d)", env.PollPods)
+	}
+	if env.BusyB < 1 {
+		return nil, fmt.Errorf("-busy-b must be at least 1 (got %d)", env.BusyB)
 	}
 	for f := range strings.SplitSeq(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))

@@ -24,34 +24,50 @@ func prepareManager(ctx context.Context, client kubernetes.Interface, spec spawn
 	}
 	config := spawnConfig(spec.Namespace)
 	config.EventsEnabled = new(!spec.NoEvents)
-	m, err := manager.New(manager.Options{Client: client, Registry: registry, Config: config,
+	m, stop, err := startManager(ctx, manager.Options{Client: client, Registry: registry, Config: config,
 		ConcurrentSpawnLimit: spec.SpawnLimit})
 	if err != nil {
 		release()
 		return nil, nil, err
 	}
-	runCtx, stop := context.WithCancel(ctx)
+	spawns, stopWatch := managerSpawns(ctx, m, manager.SpawnOptions{})
+	return spawns, func() { stopWatch(); stop(); release() }, nil
+}
+
+// startManager makes a Manager of opts and runs it until stop, which
+// waits until it has ended; it returns once the Manager has recovered
+// the cluster's servers.
+func startManager(ctx context.Context, opts manager.Options) (*manager.Manager, func(), error) {
+	m, err := manager.New(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var runErr error // written by the Manager's goroutine, read after wg.Wait
 	wg.Go(func() { runErr = m.Start(runCtx) })
-	done := func() {
-		stop()
+	stop := func() {
+		cancel()
 		wg.Wait()
 		if runErr != nil {
 			fmt.Fprintln(os.Stderr, "benchreport: the Manager:", runErr) // stdout is the result
 		}
-		release()
 	}
 	// Poll waits until the Manager has recovered the cluster's servers;
 	// then an unknown server is ErrNotFound.
 	if _, err := m.Poll(ctx, serverOf(-1)); !errors.Is(err, manager.ErrNotFound) {
-		done()
+		stop()
 		return nil, nil, fmt.Errorf("waiting for the Manager to run: %w", err)
 	}
+	return m, stop, nil
+}
+
+// managerSpawns are spawns through m with opts; stopWatch ends the watch
+// they follow.
+func managerSpawns(ctx context.Context, m *manager.Manager, opts manager.SpawnOptions) (spawns spawnFunc, stopWatch func()) {
 	// The watch is opened before the clock so that no change is missed.
 	watchCtx, cancelWatch := context.WithCancel(ctx)
 	watch := m.Watch(watchCtx)
-	stopAll := func() { cancelWatch(); done() }
 	return func(ctx context.Context, first, n int, ready func()) error {
 		users := make(map[string]bool, n) // the servers of this call
 		for i := first; i < first+n; i++ {
@@ -60,7 +76,7 @@ func prepareManager(ctx context.Context, client kubernetes.Interface, spec spawn
 		spawned := make(chan error, 1)
 		go func() {
 			spawned <- spawnAll(ctx, first, n, func(ctx context.Context, i int) error {
-				if _, _, err := m.Spawn(ctx, serverOf(i), manager.SpawnOptions{}); err != nil {
+				if _, _, err := m.Spawn(ctx, serverOf(i), opts); err != nil {
 					return fmt.Errorf("spawning %s: %w", serverOf(i).Username, err)
 				}
 				return nil
@@ -98,5 +114,5 @@ func prepareManager(ctx context.Context, client kubernetes.Interface, spec spawn
 			return <-spawned
 		}
 		return nil
-	}, stopAll, nil
+	}, cancelWatch
 }

@@ -159,8 +159,12 @@ type spawnRun struct {
 	N          int    `json:"n"`
 	Kubeconfig string `json:"kubeconfig"`
 	SpawnLimit int    `json:"spawn_limit,omitempty"`
-	Profile    string `json:"profile,omitempty"`
-	MemProfile string `json:"mem_profile,omitempty"`
+	// KubeconfigB and BusyB are a clusters run's second cluster and how
+	// many servers cycle on it (see prepareClusters).
+	KubeconfigB string `json:"kubeconfig_b,omitempty"`
+	BusyB       int    `json:"busy_b,omitempty"`
+	Profile     string `json:"profile,omitempty"`
+	MemProfile  string `json:"mem_profile,omitempty"`
 	// Diagnostics (see Env): the raw side creates the pod spawnkit
 	// renders, or watches pod events too; spawnkit runs without its event
 	// informer.
@@ -181,6 +185,8 @@ type spawnResult struct {
 	Calls   map[string]int `json:"calls"`
 	Phases  phases         `json:"phases"`
 	Memory  memory         `json:"memory"`
+	// Busy is what cluster B did meanwhile in a clusters run.
+	Busy *busyWindow `json:"busy,omitempty"`
 }
 
 // memory is what the Go runtime did over a spawn run: a side that
@@ -345,6 +351,8 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 		prepare = prepareStart
 	case spec.API == apiManager:
 		prepare = prepareManager
+	case spec.API == apiClusters:
+		prepare = prepareClusters
 	default:
 		return fmt.Errorf("no side %q of %q", spec.Side, spec.API)
 	}
@@ -436,6 +444,7 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 		VoluntaryPerSpawn:   float64(use1.Voluntary-use0.Voluntary) / float64(spec.N),
 		InvoluntaryPerSpawn: float64(use1.Involuntary-use0.Involuntary) / float64(spec.N),
 	}}
+	res.Busy = busyInWindow
 	res.Phases.CreatedP50, res.Phases.CreatedMax = p50max(counter.createdSince(begin))
 	mu.Lock()
 	res.Phases.ReadyP50, res.Phases.ReadyMax = p50max(readyAt)

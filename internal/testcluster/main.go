@@ -155,3 +155,33 @@ func require(t testing.TB, c *Cluster, n *atomic.Int64) *Cluster {
 	}
 	return c
 }
+
+// StartSecond starts another cluster for one test, beside first (the
+// package's shared one, which must be running: see Require), and stops
+// it when the test ends. With a level that runs pods, its pods get
+// addresses of their own (Cluster.PodCIDR differs from first's), as a
+// second real cluster's would. A cluster that cannot start fails the test under CI=true and
+// skips it elsewhere, as Require does.
+func StartSecond(t testing.TB, first *Cluster, opts Options) *Cluster {
+	t.Helper()
+	first = Require(t, first)
+	ctx, cancel := context.WithTimeout(t.Context(), StartTimeout)
+	defer cancel()
+	c, err := Start(ctx, opts)
+	if err != nil {
+		if InCI() {
+			t.Fatalf("testcluster: starting a second cluster: %v", err)
+		}
+		skipped.Add(1)
+		t.Skipf("testcluster: starting a second cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("testcluster: stopping the second cluster: %v", err)
+		}
+	})
+	if c.PodCIDR != "" && c.PodCIDR == first.PodCIDR {
+		t.Fatalf("testcluster: both clusters give pods addresses from %s", c.PodCIDR)
+	}
+	return c
+}

@@ -20,11 +20,17 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from ._sse import SSEConnection
 from .errors import ServiceUnavailable, SpawnkitError
 
-__all__ = ["NOT_SERVING", "ServiceAPI", "http_client"]
+__all__ = ["CLUSTER_UNAVAILABLE", "NOT_SERVING", "ServiceAPI", "http_client"]
 
 # Answers of a replica that must not serve (it stands by, or shuts down):
 # asked again, since another replica answers soon.
 NOT_SERVING = ("NotLeader", "NotReady")
+
+# The server's cluster (for a start, every cluster it may go to) has not
+# answered for a while: every replica would say so. A start fails at once
+# with the service's message, naming the cluster; a stop or a deletion is
+# asked again for as long as an unreachable service would be.
+CLUSTER_UNAVAILABLE = "ClusterUnavailable"
 
 # One HTTP client per event loop: the service's requests never wait in
 # the queue of the client that JupyterHub shares for everything else.
@@ -72,7 +78,9 @@ class ServiceAPI:
         service_request_timeout, so a failover between service replicas
         does not fail the hub's call; with unreachable_for, so is a
         service that cannot be reached (connection refused during a
-        restart, a connect timeout), for that many seconds, with backoff.
+        restart, a connect timeout), or whose server's cluster does not
+        answer (503 ClusterUnavailable), for that many seconds, with
+        backoff.
         Every request is safe to repeat: a start is idempotent, a stop of
         a stopped server succeeds.
 
@@ -96,7 +104,10 @@ class ServiceAPI:
                     )
                     await asyncio.sleep(self.s.service_retry_interval)
                     continue
-                if e.status is not None or now + delay > begin + unreachable_for:
+                # A cluster that does not answer (503 ClusterUnavailable:
+                # the service serves, one of its clusters is away) is
+                # waited for as an unreachable service is.
+                if (e.status is not None and e.reason != CLUSTER_UNAVAILABLE) or now + delay > begin + unreachable_for:
                     raise
                 self.s.log.warning("spawnkit: %s: %s; trying again in %.1fs", what or f"{method} {path}", e, delay)
                 await asyncio.sleep(delay)

@@ -46,6 +46,8 @@ class FakeService:
         self.start_status = 202
         self.start_error = None  # (status, reason, message) to refuse every start with
         self.start_errors = []  # the same, for the next starts, one each
+        self.stop_errors = []  # (status, reason, message) for the next stops, one each
+        self.get_errors = []  # the same, for the next status GETs (not progress), one each
         self.lose_starts = 0  # accept (202) but forget this many starts, as a crash before the pod would
         self.final_event = ("ready", {"ready": True, "url": "http://127.0.0.2:8888", "progress": 100})
         self._server = None
@@ -130,6 +132,9 @@ class _ServerHandler(web.RequestHandler):
         self._json(self.fake.start_status, status)
 
     async def get(self, path, progress):
+        if not progress and self.fake.get_errors:
+            self._error(*self.fake.get_errors.pop(0))
+            return
         status = self.fake.servers.get(path)
         if status is None:
             self._error(404, "NotFound", f"no server {path}")
@@ -146,6 +151,9 @@ class _ServerHandler(web.RequestHandler):
         await self.finish()
 
     async def delete(self, path, progress):
+        if self.fake.stop_errors:
+            self._error(*self.fake.stop_errors.pop(0))
+            return
         forever = self.get_query_argument("forever", "") == "true"
         status = self.fake.servers.get(path)
         if forever:

@@ -133,6 +133,19 @@ class PollTest(ServiceTestCase):
         self.assertEqual(status_requests, [])
         await task
 
+    async def test_unknown_while_its_cluster_is_away_is_none(self):
+        # The service cannot see the server's cluster: it keeps the
+        # server (exit_code null), and so does the hub; its state keeps
+        # the cluster, for a hub restored from a backup.
+        spawner = make_spawner(self.service.url)
+        await spawner.start()
+        self.service.servers["/v1/users/alice/server"].update(
+            phase="unknown", ready=False, exit_code=None, reason="ClusterUnavailable", cluster="b",
+            state={"pod_name": "jupyter-alice", "cluster": "b"},
+        )
+        self.assertIsNone(await spawner.poll())
+        self.assertEqual(spawner.get_state()["spawnkit_state"]["cluster"], "b")
+
     async def test_exit_code(self):
         spawner = make_spawner(self.service.url)
         await spawner.start()

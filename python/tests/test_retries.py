@@ -65,6 +65,16 @@ class StartRetryTest(ServiceTestCase):
         self.assertEqual(await asyncio.wait_for(spawner.start(), 10), "http://127.0.0.2:8888")
         self.assertEqual(len(self.service.calls("POST")), 3)
 
+    async def test_an_unavailable_cluster_fails_the_start_at_once(self):
+        # Every replica would say the same: not worth asking again.
+        self.service.start_error = (503, "ClusterUnavailable", 'manager: cluster "gpu-eu" is unavailable')
+        spawner = make_spawner(self.service.url)
+        with self.assertRaises(ServiceUnavailable) as caught:
+            await asyncio.wait_for(spawner.start(), 10)
+        self.assertEqual(caught.exception.reason, "ClusterUnavailable")
+        self.assertIn('"gpu-eu"', str(caught.exception))
+        self.assertEqual(len(self.service.calls("POST")), 1)
+
     async def test_a_conflict_waits_for_the_stop_in_flight(self):
         self.service.start_errors = [(409, "Conflict", "still stopping")] * 2
         spawner = make_spawner(self.service.url)
@@ -87,11 +97,50 @@ class StopRetryTest(ServiceTestCase):
         self.assertEqual(len(self.service.calls("DELETE")), 1)
         self.assertEqual(self.service.servers, {})
 
+    async def test_an_unavailable_cluster_is_waited_for(self):
+        # The server's cluster does not answer for a moment: the stop is
+        # asked again, as for an unreachable service, and succeeds.
+        spawner = make_spawner(self.service.url)
+        await spawner.start()
+        self.service.stop_errors = [(503, "ClusterUnavailable", 'manager: cluster "b" is unavailable')] * 2
+        with self.assertLogs(spawner.log, "WARNING"):
+            await asyncio.wait_for(spawner.stop(), 10)
+        self.assertEqual(len(self.service.calls("DELETE")), 3)
+        self.assertEqual(self.service.servers, {})
+
+    async def test_an_unavailable_cluster_fails_the_stop_after_service_request_timeout(self):
+        spawner = make_spawner(self.service.url, service_request_timeout=1)
+        await spawner.start()
+        self.service.stop_errors = [(503, "ClusterUnavailable", 'manager: cluster "b" is unavailable')] * 100
+        with self.assertRaises(ServiceUnavailable) as caught:
+            await asyncio.wait_for(spawner.stop(), 10)
+        self.assertEqual(caught.exception.reason, "ClusterUnavailable")
+        self.assertGreater(len(self.service.calls("DELETE")), 1)
+
     async def test_gives_up_after_service_request_timeout(self):
         spawner = make_spawner(f"http://127.0.0.1:{free_port()}", service_request_timeout=1)
         spawner.load_state({"spawnkit_state": {"pod_name": "jupyter-alice"}})
         with self.assertRaises(ServiceUnavailable):
             await spawner.stop()
+
+
+class PollClusterUnavailableTest(ServiceTestCase):
+    # A service restarted while one of its clusters is away answers 503
+    # ClusterUnavailable for a server it does not know yet (it may be in
+    # that cluster), not 404.
+    async def test_a_server_this_hub_knows_stays_running(self):
+        spawner = make_spawner(self.service.url)
+        spawner.load_state({"spawnkit_state": {"pod_name": "jupyter-alice", "cluster": "b"}})
+        self.service.get_errors = [(503, "ClusterUnavailable", 'manager: cluster "b" is unavailable')]
+        with self.assertLogs(spawner.log, "WARNING"):
+            self.assertIsNone(await asyncio.wait_for(spawner.poll(), 10))
+        self.assertEqual(len(self.service.calls("GET")), 1)
+
+    async def test_a_server_never_started_here_is_not_running(self):
+        spawner = make_spawner(self.service.url)
+        self.service.get_errors = [(503, "ClusterUnavailable", 'manager: cluster "b" is unavailable')]
+        with self.assertLogs(spawner.log, "WARNING"):
+            self.assertEqual(await asyncio.wait_for(spawner.poll(), 10), 0)
 
 
 class TraitsTest(ServiceTestCase):

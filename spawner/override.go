@@ -1,0 +1,76 @@
+package spawner
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Override returns c with overrides applied, as a profile's
+// kubespawner_override applies them: keys are option names, a mapping
+// merges into a mapping option (null removes a key), anything else
+// replaces the option. It is for the base configuration of one cluster
+// of several: a cluster whose servers are reached through another
+// pod_connect_ip, or pull from another image registry.
+//
+// The result is what loading c's options with the overrides applied
+// gives (LoadConfig), checked as LoadConfig checks, keeping c's
+// profile_list (unless the overrides set one) and every field that only
+// Go can set (the funcs). It is not resolved: Resolve applies a profile
+// over it as over c, and the profile's overrides win over these. As in
+// Resolve, the overrides merge into the option values c was made from
+// (see Resolve). A key that is not an option, or a value its option does
+// not take, is an error naming the override and the key. c is not
+// changed.
+func (c Config) Override(overrides map[string]any) (Config, error) {
+	keys := slices.Sorted(maps.Keys(overrides))
+	for _, k := range keys {
+		if !isOptionKey(k) {
+			return Config{}, fmt.Errorf("spawner: override %q: %w", k, &ConfigError{Errs: field.ErrorList{field.Invalid(field.NewPath(k), k,
+				fmt.Sprintf("unknown field %q: not a KubeSpawner or spawnkit option", k))}})
+		}
+		if _, err := json.Marshal(overrides[k]); err != nil {
+			return Config{}, fmt.Errorf("spawner: override %q: %w", k, &ConfigError{Errs: field.ErrorList{field.Invalid(field.NewPath(k),
+				fmt.Sprintf("%T", overrides[k]), "is not JSON: "+err.Error())}})
+		}
+	}
+	ov, err := asJSON(overrides)
+	if err != nil {
+		return Config{}, fmt.Errorf("spawner: override: %w", err)
+	}
+	merged := deepCopyMap(c.source)
+	if c.source == nil {
+		// A Config built in Go, not yet defaulted (see withDefaults).
+		var errs field.ErrorList
+		if merged, errs = c.typedOptions(); len(errs) > 0 {
+			return Config{}, &ConfigError{Errs: errs}
+		}
+	}
+	applyOverrides(merged, ov)
+	data, err := json.Marshal(merged)
+	if err != nil {
+		return Config{}, fmt.Errorf("spawner: override: %w", err)
+	}
+	_, ownProfiles := ov["profile_list"]
+	out, err := loadConfig(data, func(out *Config) {
+		keepGoOnly(out, &c)
+		if !ownProfiles {
+			out.ProfileList = c.ProfileList
+		}
+		// As in reload: the merge went through Go maps, which forget
+		// the order of `environment`.
+		out.environment = keepEnvOrder(out.environment, c.environmentEntries())
+	})
+	if err != nil {
+		quoted := make([]string, len(keys))
+		for i, k := range keys {
+			quoted[i] = fmt.Sprintf("%q", k)
+		}
+		return Config{}, fmt.Errorf("spawner: override %s: %w", strings.Join(quoted, ", "), err)
+	}
+	return out, nil
+}
