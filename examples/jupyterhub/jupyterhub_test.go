@@ -127,7 +127,8 @@ func testStartProgressAndProxy(t *testing.T, s *stack) {
 		}
 	}
 	if !placed {
-		t.Errorf("no progress event says the server was placed on node %s; events: %+v", pod.Spec.NodeName, r.events)
+		t.Errorf("no progress event says the server was placed on node %s; events: %+v; the pod's events in the API: %s",
+			pod.Spec.NodeName, r.events, s.podEventTimes(ctx, &pod))
 	}
 
 	s.waitServer(ctx, t, "alice", "", 30*time.Second, "ready", ready)

@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
@@ -531,6 +532,30 @@ func (s *stack) checkNoSecretLogged(t *testing.T) {
 		}
 	}
 	t.Logf("no secret among %d (%d user tokens) in %d lines of the service's log", len(secrets), len(secrets)-3, strings.Count(string(data), "\n"))
+}
+
+// podEventTimes lists pod's events as the API server has them, each with
+// when it was created, beside when the pod turned ready: what a test
+// failing on a missing progress event needs to tell a late event from a
+// lost one.
+func (s *stack) podEventTimes(ctx context.Context, pod *corev1.Pod) string {
+	list, err := s.cluster.Client.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(pod.UID)).String(),
+	})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			fmt.Fprintf(&b, "pod Ready %s since %s;", c.Status, c.LastTransitionTime.UTC().Format(time.RFC3339))
+		}
+	}
+	for _, e := range list.Items {
+		fmt.Fprintf(&b, " %s created %s (eventTime %s)", e.Reason, e.CreationTimestamp.UTC().Format(time.RFC3339),
+			e.EventTime.UTC().Format(time.RFC3339Nano))
+	}
+	return b.String()
 }
 
 // release lets a server of the slow-boot profile answer: it removes the

@@ -30,4 +30,13 @@ const (
 	// ExitAfterAnnotation is how long a BehaviorExit pod runs, as a Go
 	// duration string ("2s").
 	ExitAfterAnnotation = "testcluster.spawnkit.dev/exit-after"
+
+	// ReadyAfterAnnotation is how long a pod stays Pending with its IP
+	// before its containers start (and, but for BehaviorNeverReady, become
+	// ready), as a Go duration string ("2s"); default 0s. A real kubelet
+	// takes seconds here (the image pull), and the scheduler's and the
+	// kubelet's events reach watchers meanwhile; a test that shows them
+	// in a start's progress sets it so that their order does not depend
+	// on how loaded the machine is.
+	ReadyAfterAnnotation = "testcluster.spawnkit.dev/ready-after"
 )

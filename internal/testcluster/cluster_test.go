@@ -269,6 +269,40 @@ func TestNeverReady(t *testing.T) {
 	}
 }
 
+// A pod with ReadyAfterAnnotation waits Pending, with its IP, for that
+// long before it runs and turns ready.
+func TestReadyAfter(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	ns := newNamespace(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+
+	const after = 2 * time.Second
+	created := time.Now()
+	pod := testPod("pulls", map[string]string{testcluster.ReadyAfterAnnotation: after.String()})
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	pendingWithIP := false
+	got, err := c.WaitForPod(ctx, ns, "pulls", func(p *corev1.Pod) (bool, error) {
+		if p == nil {
+			return false, fmt.Errorf("pod deleted")
+		}
+		pendingWithIP = pendingWithIP || p.Status.Phase == corev1.PodPending && p.Status.PodIP != ""
+		return p.Status.Phase == corev1.PodRunning && podReady(p), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(created)
+	t.Logf("create to Running and Ready with %s=%s: %s", testcluster.ReadyAfterAnnotation, after, took.Round(time.Millisecond))
+	if took < after {
+		t.Errorf("pod %s ready %s after it was created, before its %s", got.Name, took, after)
+	}
+	if !pendingWithIP {
+		t.Errorf("pod %s was never seen Pending with its IP before it ran", got.Name)
+	}
+}
+
 func TestOwnedSecretIsGarbageCollected(t *testing.T) {
 	c := testcluster.Require(t, cluster)
 	ns := newNamespace(t)
