@@ -26,18 +26,18 @@ func (m *Manager) Stop(ctx context.Context, s naming.Server, opts spawner.StopOp
 		return Status{}, m.unknown(s)
 	}
 	e.mu.Lock()
-	if e.splitBrain != "" {
+	if split := e.splitBrain; split != "" {
 		view := m.viewLocked(e)
 		e.mu.Unlock()
-		return view, fmt.Errorf("%w: %s", ErrSplitBrain, e.splitBrain)
+		return view, fmt.Errorf("%w: %s", ErrSplitBrain, split)
 	}
 	if m.multi {
 		if err := e.cell.unavailableErr(); err != nil {
 			// Nothing can be deleted there now; the server is not
 			// failed for it. A stopped server stays stopped.
-			view := m.viewLocked(e)
+			view, idle := m.viewLocked(e), e.op == nil
 			e.mu.Unlock()
-			if e.op == nil && (view.Phase == PhaseStopped || view.Phase == PhaseFailed) {
+			if idle && (view.Phase == PhaseStopped || view.Phase == PhaseFailed) {
 				return view, nil
 			}
 			return view, fmt.Errorf("manager: stopping server %q of user %q: %w", s.Servername, s.Username, err)
@@ -117,9 +117,9 @@ func (m *Manager) DeleteForever(ctx context.Context, s naming.Server) error {
 	if err != nil {
 		return err
 	}
-	if e.splitBrain != "" {
+	if split := e.splitBrain; split != "" {
 		e.mu.Unlock()
-		return fmt.Errorf("%w: %s", ErrSplitBrain, e.splitBrain)
+		return fmt.Errorf("%w: %s", ErrSplitBrain, split)
 	}
 	if m.multi {
 		// Its claims may be in any cluster (a moved server keeps its old
@@ -196,8 +196,9 @@ func (m *Manager) forget(e *entry, deleting bool) {
 		delete(m.servers, e.key)
 	}
 	m.mu.Unlock()
+	sp := e.sp // read under e.mu: a reconcile holding e may still move it
 	e.mu.Unlock()
-	e.sp.Close()
+	sp.Close()
 }
 
 // pingAll asks every cluster's API server, at once, whether it answers:
