@@ -26,7 +26,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -476,15 +475,7 @@ func TestBinaryRefusesToStart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			args, _, _ := e.args(t)
 			p := startProc(t, "spawnkit-service "+tc.name, nil, append(args, tc.args...)...)
-			err := p.wait(t, exitBound)
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) || exit.ExitCode() == 0 {
-				t.Fatalf("exit %v, want a non-zero exit code:\n%s", err, p.out.String())
-			}
-			msg := p.lines("spawnkit-service:")
-			if len(msg) == 0 {
-				t.Fatalf("no error line:\n%s", p.out.String())
-			}
+			msg := p.wantFailure(t)
 			for _, w := range tc.want {
 				if !strings.Contains(msg[len(msg)-1], w) {
 					t.Errorf("the error does not name %q: %s", w, msg[len(msg)-1])

@@ -2,13 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -275,15 +273,7 @@ func TestBinaryClustersFileRefused(t *testing.T) {
 					args = append(args, "-check")
 				}
 				p := startProc(t, "spawnkit-service "+tc.name, nil, args...)
-				err := p.wait(t, exitBound)
-				var exit *exec.ExitError
-				if !errors.As(err, &exit) || exit.ExitCode() == 0 {
-					t.Fatalf("exit %v, want a non-zero exit code:\n%s", err, p.out.String())
-				}
-				msg := p.lines("spawnkit-service:")
-				if len(msg) == 0 {
-					t.Fatalf("no error line:\n%s", p.out.String())
-				}
+				p.wantFailure(t)
 				for _, w := range append(tc.want, file) {
 					if !strings.Contains(p.out.String(), w) {
 						t.Errorf("the error does not name %q:\n%s", w, p.out.String())

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -250,6 +251,23 @@ func httpClient(tlsConfig *tls.Config) *http.Client {
 }
 
 // lines returns the process's output lines containing every s.
+// wantFailure waits for p to exit and fails the test unless it exited
+// non-zero with at least one "spawnkit-service:" error line, which it
+// returns.
+func (p *proc) wantFailure(t *testing.T) []string {
+	t.Helper()
+	err := p.wait(t, exitBound)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("exit %v, want a non-zero exit code:\n%s", err, p.out.String())
+	}
+	msg := p.lines("spawnkit-service:")
+	if len(msg) == 0 {
+		t.Fatalf("no error line:\n%s", p.out.String())
+	}
+	return msg
+}
+
 func (p *proc) lines(s ...string) []string {
 	var out []string
 	for _, l := range strings.Split(p.out.String(), "\n") {
