@@ -463,7 +463,8 @@ const pingTimeout = 2 * time.Second
 // checkCluster updates c's availability at now. A cluster is unavailable
 // once its informers have been unhealthy for ClusterDownAfter and its
 // API server does not answer a ping (GET /version); it is available again
-// once its informers are healthy or the ping is answered. The ping is
+// once its informers are healthy or the ping is answered, and an answer
+// starts the ClusterDownAfter window again. The ping is
 // made only while the informers are unhealthy: a healthy cluster costs
 // no request. An informer that lists and is then refused its watch (as
 // after an API server's restart, until its watch cache catches up) thus
@@ -516,6 +517,13 @@ func (m *Manager) checkCluster(ctx context.Context, c *cell, now time.Time) {
 	switch {
 	case up:
 		c.down, c.downSince = false, time.Time{}
+		if !healthy {
+			// An answer is a success: while the informers catch up
+			// (a relist after an outage, a watch refused until the
+			// cache is warm) one slow ping must not mark the cluster
+			// down again; it gets ClusterDownAfter again.
+			c.badSince = now
+		}
 	case downNow && !c.down:
 		c.down, c.downSince = true, bad
 	}

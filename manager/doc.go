@@ -118,7 +118,8 @@
 //
 // A cluster is unavailable once its informers have failed, without a
 // success, for Options.ClusterDownAfter and its API server does not
-// answer GET /version. Its starting, running and stopping servers are
+// answer GET /version (an answer counts as a success: a cluster that has
+// just come back is not marked down again by one slow answer). Its starting, running and stopping servers are
 // then reported PhaseUnknown with ReasonClusterUnavailable (never failed
 // or stopped: nothing is deleted or forgotten, and Watch reports the
 // change), starts placed on it fail fast, and Stop of its servers

@@ -429,11 +429,13 @@ func TestAPIServerRestart(t *testing.T) {
 	// its API server answering, however long or often it was away
 	// (client-go's backoff alone: up to a minute, and more after each
 	// outage). A second outage right after the first, with a change made
-	// while it lasts: the cache has it within 10 s of the server's
-	// return (the bound is loose for a loaded CI machine; 30 s and more
-	// is what the backoff would cost).
-	if took := time.Since(back); took > 10*time.Second {
-		t.Errorf("the cache converged %s after the API server was back; want within 10 s", took.Round(time.Millisecond))
+	// while it lasts: the cache has it within 20 s of the server's
+	// return (the bound is loose for a loaded CI machine, where a just
+	// restarted API server can be slow to serve its first lists; the
+	// backoff alone cost 22 s after a first outage and more than 40 s
+	// after a second, as measured).
+	if took := time.Since(back); took > 20*time.Second {
+		t.Errorf("the cache converged %s after the API server was back; want within 20 s", took.Round(time.Millisecond))
 	}
 	if err := c.StopAPIServer(); err != nil {
 		t.Fatal(err)
@@ -451,8 +453,8 @@ func TestAPIServerRestart(t *testing.T) {
 	})
 	took := time.Since(back)
 	t.Logf("second outage: the cache had the new pod and was healthy %s after the API server was back", took.Round(time.Millisecond))
-	if took > 10*time.Second {
-		t.Errorf("after the second outage the cache converged %s after the API server was back; want within 10 s", took.Round(time.Millisecond))
+	if took > 20*time.Second {
+		t.Errorf("after the second outage the cache converged %s after the API server was back; want within 20 s", took.Round(time.Millisecond))
 	}
 }
 
