@@ -37,6 +37,14 @@ type Cluster struct {
 	// registry near it). Its profile list should be the same: a profile
 	// picks the cluster before the cluster's configuration applies.
 	Config *spawner.Config
+	// Retired marks a cluster that no new start goes to, kept only for
+	// the servers still running there (removed from the placement, or
+	// being emptied): they are recovered, reported, polled, watched and
+	// stoppable as anywhere else. A profile or a Placement that names it
+	// is refused; a stopped server that last ran there starts in the
+	// default cluster. Remove it once Health counts no server there. The
+	// default (first) cluster cannot be retired.
+	Retired bool
 }
 
 // PlacementRequest is what Options.Placement decides a start's clusters
@@ -71,6 +79,8 @@ type ClusterHealth struct {
 	Refused error
 	// Servers counts the servers the Manager knows in the cluster.
 	Servers int
+	// Retired is Cluster.Retired: no start goes there.
+	Retired bool
 }
 
 // Err is why the cluster is unavailable, or nil.
@@ -112,6 +122,7 @@ type cell struct {
 	factory  *spawner.Factory
 	cfg      spawner.Config // the factory's, defaulted
 	slots    chan struct{}  // start slots (ConcurrentSpawnLimit), nil for none
+	retired  bool           // Cluster.Retired: no start goes there
 
 	mu   sync.Mutex // guards the fields below
 	pods *podSet    // set by Start
@@ -188,7 +199,7 @@ func (c *cell) health() ClusterHealth {
 	c.mu.Lock()
 	pods, down, since, tooOld := c.pods, c.down, c.downSince, c.tooOld
 	c.mu.Unlock()
-	h := ClusterHealth{Name: c.name, Unavailable: down, Since: since, Refused: tooOld}
+	h := ClusterHealth{Name: c.name, Unavailable: down, Since: since, Refused: tooOld, Retired: c.retired}
 	if pods != nil {
 		h.Pods = pods.Status()
 	}
@@ -217,6 +228,9 @@ func newCells(opts *Options) ([]*cell, error) {
 				return nil, fmt.Errorf("manager: Clusters[%d].Name %q: two clusters of that name", i, cl.Name)
 			}
 			seen[cl.Name] = true
+			if cl.Retired && i == 0 {
+				return nil, fmt.Errorf("manager: Clusters[0] %q is the default cluster, which cannot be retired: list a cluster that takes starts first", cl.Name)
+			}
 		}
 		cfg := opts.Config
 		if cl.Config != nil {
@@ -232,7 +246,7 @@ func newCells(opts *Options) ([]*cell, error) {
 		if _, _, open := f.Namespaces(); open != "" {
 			return nil, fmt.Errorf("manager: %s lets the user type the namespace (\"{value}\" in its namespace override): the Manager can neither watch nor trust a namespace it cannot list in advance", open)
 		}
-		cells = append(cells, &cell{name: cl.Name, client: cl.Client, registry: cl.Registry, factory: f, cfg: f.Config()})
+		cells = append(cells, &cell{name: cl.Name, client: cl.Client, registry: cl.Registry, factory: f, cfg: f.Config(), retired: cl.Retired})
 	}
 	return cells, nil
 }
@@ -295,7 +309,7 @@ func (m *Manager) place(ctx context.Context, s naming.Server, opts SpawnOptions,
 		}
 	case len(profile) > 0:
 		names = profile
-	case prev != nil:
+	case prev != nil && !prev.retired:
 		names = []string{prev.name}
 	default:
 		names = []string{m.cells[0].name}
@@ -306,6 +320,9 @@ func (m *Manager) place(ctx context.Context, s naming.Server, opts SpawnOptions,
 	cells := make([]*cell, len(names))
 	for i, n := range names {
 		c, err := m.cellNamed(n)
+		if err == nil && c.retired {
+			err = fmt.Errorf("%w: cluster %q is retired: no start goes there", ErrNoSuchCluster, n)
+		}
 		if err != nil {
 			return nil, &spawner.StartError{Server: s, Step: spawner.StepPlan, Reason: spawner.ReasonInvalid, Err: err}
 		}
@@ -377,7 +394,11 @@ func (m *Manager) checkClusterNames() error {
 			if len(validation.IsDNS1123Label(n)) > 0 {
 				continue // not a name: the start refuses the value
 			}
-			if _, err := m.cellNamed(n); err != nil {
+			c, err := m.cellNamed(n)
+			if err == nil && c.retired {
+				err = fmt.Errorf("cluster %q is retired (no start goes there): name a cluster that takes starts", n)
+			}
+			if err != nil {
 				if cluster != "" {
 					where = fmt.Sprintf("cluster %q's configuration, %s", cluster, where)
 				}

@@ -400,7 +400,7 @@ func (m *Manager) findPod(ctx context.Context, c *cell, key serverKey) (*reflect
 // counted and logged once (by UID), naming it.
 func (m *Manager) trusted(c *cell, pod *reflector.Pod) bool {
 	srv := naming.Server{Username: pod.Annotations.Get(naming.AnnotationUsername), Servername: pod.Annotations.Get(naming.AnnotationServername)}
-	err := c.factory.CheckPlacement(srv, pod.Namespace, pod.Name)
+	err := c.factory.CheckPlacement(srv, pod, nil)
 	if err == nil {
 		return true
 	}
@@ -420,7 +420,7 @@ func (m *Manager) trusted(c *cell, pod *reflector.Pod) bool {
 	m.mu.Lock()
 	log := m.log
 	m.mu.Unlock()
-	log.Info("ignoring a pod that claims a server but is not where its configuration puts it",
+	log.Info("ignoring a pod that claims a server but is not where its configuration puts it (a namespace that held servers before a configuration change belongs in retired_namespaces)",
 		"cluster", c.name, "pod", pod.Namespace+"/"+pod.Name, "uid", string(pod.UID), "user", srv.Username, "server", srv.Servername, "reason", err.Error())
 	return false
 }
@@ -480,39 +480,10 @@ func (m *Manager) recover(ctx context.Context, log logr.Logger) {
 			log.Error(err, "recovering a server", "cluster", f.c.name, "pod", f.pod.Namespace+"/"+f.pod.Name)
 		}
 	}
-	m.seed(log)
-}
-
-// seed adds the seeded servers that recovery did not find, each in the
-// cluster its State names (the default one when it names none).
-func (m *Manager) seed(log logr.Logger) {
 	for _, sd := range m.opts.Seed {
-		srv, st := sd.Server, sd.State
-		if m.lookup(srv) != nil {
-			continue // the pod's record wins
+		if _, err := m.seedOne(ctx, sd); err != nil {
+			log.Error(err, "seeding a server", "user", sd.Server.Username, "server", sd.Server.Servername)
 		}
-		c := m.cells[0]
-		if st.Cluster != "" {
-			var err error
-			if c, err = m.cellNamed(st.Cluster); err != nil {
-				log.Error(err, "seeding a server", "user", srv.Username, "server", srv.Servername)
-				continue
-			}
-		}
-		e, err := m.entryFor(srv, c)
-		if err != nil {
-			log.Error(err, "seeding a server", "user", srv.Username, "server", srv.Servername)
-			continue
-		}
-		e.sp.LoadState(st)
-		e.mu.Lock()
-		e.status.State = e.sp.State()
-		c.mu.Lock()
-		// A cluster recovered already has no pod of it: stopped, as
-		// seeded. One not seen yet may have.
-		e.seeded = !c.recovered
-		c.mu.Unlock()
-		e.mu.Unlock()
 	}
 }
 

@@ -47,9 +47,6 @@ var (
 	// ErrUnschedulable ends a start whose pod stayed unschedulable for
 	// UnschedulableTimeout.
 	ErrUnschedulable = errors.New("manager: the pod could not be scheduled within UnschedulableTimeout")
-	// ErrShutdown is the cause with which a Manager that shuts down, or
-	// loses its lease, cancels its starts. It wraps spawner.ErrDetach:
-	// starts in flight leave their pods for the next leader to resume.
 	// ErrClusterUnavailable: the cluster the call needs is unavailable
 	// (a *ClusterUnavailableError names it and since when).
 	ErrClusterUnavailable = errors.New("manager: cluster unavailable")
@@ -60,5 +57,13 @@ var (
 	// Manager acts on none of them (the error names each). It wraps
 	// ErrBusy.
 	ErrSplitBrain = fmt.Errorf("%w: the server is in more than one cluster", ErrBusy)
-	ErrShutdown   = fmt.Errorf("manager: shutting down or no longer leading: %w", spawner.ErrDetach)
+	// ErrShutdown is the cause with which a Manager that shuts down, or
+	// loses its lease, cancels its starts. It wraps spawner.ErrDetach:
+	// starts in flight leave their pods for the next leader to resume.
+	ErrShutdown = fmt.Errorf("manager: shutting down or no longer leading: %w", spawner.ErrDetach)
+	// ErrStateRefused: a hub's saved State (Seed) cannot be the
+	// server's: it names a namespace or cluster this configuration does
+	// not trust for it, or a pod of another server. The error says
+	// which, and which option keeps a retired place trusted.
+	ErrStateRefused = errors.New("manager: the hub's state for the server is refused")
 )

@@ -12,7 +12,7 @@ import (
 
 // backend is what the HTTP API needs of spawnkit. The handlers see only
 // this interface and the types below, which mirror the wire format, so the
-// API does not move when manager.Manager does: backend_manager.go adapts
+// API does not move when manager.Manager does: manager.go adapts
 // the Manager to it, and the tests use an in-memory fake.
 //
 // Errors a backend returns for the caller's input or for a state the
@@ -34,6 +34,12 @@ type backend interface {
 	// start and follows it; the channel closes after the final event or
 	// when ctx ends.
 	Events(ctx context.Context, s serverID) (<-chan progressEvent, error)
+	// Seed gives the service the state the hub saved for a server
+	// (manager.Manager.Seed) and returns its status: a server the
+	// service may not know (it, or the hub, restarted under a changed
+	// configuration) is found where the hub's state says. A state the
+	// configuration cannot trust is a conflict (reason StateRefused).
+	Seed(ctx context.Context, s serverID, st spawner.State) (serverStatus, error)
 	// Profiles is the profile list the options form offers (read-only).
 	Profiles(ctx context.Context) ([]spawner.Profile, error)
 	// DeleteForever deletes a stopped server for good (JupyterHub's
@@ -68,6 +74,10 @@ type spawnRequest struct {
 	// Attributes are the resource attributes the hub set on its Spawner
 	// (spawner.StartOptions.Attributes).
 	Attributes map[string]any
+	// State, when not nil, is the state the hub saved for the server:
+	// seeded (Seed) before the start, so that a server already running
+	// under it is not started twice and its claim in use is kept.
+	State *spawner.State
 }
 
 // serverStatus is the status JSON of every server endpoint.
@@ -137,6 +147,10 @@ const (
 	// cluster it may go to) has not answered for a while. Unlike
 	// NotLeader and NotReady, another replica would answer the same.
 	reasonClusterUnavailable = "ClusterUnavailable"
+	// reasonStateRefused: the hub's saved state for a server names a
+	// namespace or cluster the configuration does not trust for it (not
+	// listed as retired), or a pod of another server (409).
+	reasonStateRefused = "StateRefused"
 )
 
 // apiError is an error the API answers with its own status and reason
@@ -160,6 +174,11 @@ func errNotFound(err error) error {
 // errConflict reports an operation in flight that forbids this one (409).
 func errConflict(err error) error {
 	return &apiError{Status: http.StatusConflict, Reason: reasonConflict, Err: err}
+}
+
+// errStateRefused reports a hub's state the service cannot trust (409).
+func errStateRefused(err error) error {
+	return &apiError{Status: http.StatusConflict, Reason: reasonStateRefused, Err: err}
 }
 
 // errBadRequest reports input that cannot be used (400); reason is

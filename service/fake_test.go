@@ -16,6 +16,7 @@ type fakeBackend struct {
 	spawns   []spawnRequest // every Spawn's request, in order
 	stops    []bool         // every Stop's now, in order
 	deleted  []serverID     // every DeleteForever's server, in order
+	seeds    []spawner.State // every Seed's state, in order
 	profiles []spawner.Profile
 	// notReady, when set, is what Ready answers.
 	notReady error
@@ -145,6 +146,18 @@ func (f *fakeBackend) Events(ctx context.Context, s serverID) (<-chan progressEv
 		}
 	}()
 	return out, nil
+}
+
+// Seed records the state; a state in namespace "untrusted" is refused,
+// as the Manager refuses one the configuration does not trust.
+func (f *fakeBackend) Seed(ctx context.Context, s serverID, st spawner.State) (serverStatus, error) {
+	f.mu.Lock()
+	f.seeds = append(f.seeds, st)
+	f.mu.Unlock()
+	if st.Namespace == "untrusted" {
+		return serverStatus{}, errStateRefused(errors.New("namespace \"untrusted\" is not trusted"))
+	}
+	return f.Poll(ctx, s)
 }
 
 func (f *fakeBackend) Profiles(context.Context) ([]spawner.Profile, error) {

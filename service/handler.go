@@ -57,6 +57,7 @@ func newHandler(b backend, opts handlerOptions) (http.Handler, error) {
 		mux.Handle("GET "+s, a.handle(a.poll))
 		mux.Handle("DELETE "+s, a.handle(a.delete))
 		mux.Handle("GET "+s+"/progress", a.handle(a.progress))
+		mux.Handle("PUT "+s+"/state", a.handle(a.seed))
 	}
 	mux.Handle("GET /v1/servers", a.handle(a.list))
 	mux.Handle("GET /v1/users/{user}/options-form", a.handle(a.optionsForm))
@@ -125,6 +126,7 @@ func (a *api) spawn(w http.ResponseWriter, r *http.Request) error {
 		UserID      int64                      `json:"user_id"`
 		HubVersion  string                     `json:"hub_version"`
 		Attributes  map[string]json.RawMessage `json:"attributes"`
+		State       *spawner.State             `json:"state"`
 	}
 	if err := readJSON(w, r, &body); err != nil {
 		return err
@@ -141,7 +143,7 @@ func (a *api) spawn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	req := spawnRequest{UserOptions: opts, Env: env, Args: body.Args, UserID: body.UserID, HubVersion: body.HubVersion, Attributes: attrs}
+	req := spawnRequest{UserOptions: opts, Env: env, Args: body.Args, UserID: body.UserID, HubVersion: body.HubVersion, Attributes: attrs, State: body.State}
 	if len(body.Cmd) > 0 {
 		req.Cmd = body.Cmd
 	}
@@ -154,6 +156,21 @@ func (a *api) spawn(w http.ResponseWriter, r *http.Request) error {
 		code = http.StatusAccepted
 	}
 	writeJSON(w, code, st)
+	return nil
+}
+
+// seed takes the state the hub saved for a server (PUT .../state, the
+// body a ServerStatus's "state") and answers the server's status.
+func (a *api) seed(w http.ResponseWriter, r *http.Request) error {
+	var st spawner.State
+	if err := readJSON(w, r, &st); err != nil {
+		return err
+	}
+	status, err := a.b.Seed(r.Context(), serverOf(r), st)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, status)
 	return nil
 }
 

@@ -123,6 +123,8 @@ var routes = []struct{ method, path, body string }{
 	{"GET", "/v1/users/alice/servers/lab/progress", ""},
 	{"GET", "/v1/users/alice/options-form", ""},
 	{"POST", "/v1/users/alice/options-from-form", "{}"},
+	{"PUT", "/v1/users/alice/server/state", `{"pod_name":"jupyter-alice","namespace":"default"}`},
+	{"PUT", "/v1/users/alice/servers/lab/state", `{"pod_name":"jupyter-alice--lab","namespace":"default"}`},
 	// Unknown paths and methods need the token too.
 	{"GET", "/", ""},
 	{"GET", "/v2/servers", ""},

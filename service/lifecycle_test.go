@@ -25,7 +25,7 @@ func TestUnavailableOnEveryRoute(t *testing.T) {
 			ta.fake.set(serverID{"alice", "lab"}, "running")
 			ta.fake.notReady = errUnavailable(reason, errors.New("manager: this replica does not lead"))
 			for _, r := range routes {
-				if !strings.HasPrefix(r.path, "/v1/") || r.method == "PUT" || r.path == "/v1/nope" || strings.HasSuffix(r.path, "/servers/") {
+				if !strings.HasPrefix(r.path, "/v1/") || (r.method == "PUT" && !strings.HasSuffix(r.path, "/state")) || r.path == "/v1/nope" || strings.HasSuffix(r.path, "/servers/") {
 					continue // unrouted: 404/405 whatever the replica
 				}
 				resp, data := ta.do(t, r.method, r.path, r.body)
@@ -219,4 +219,64 @@ func counterValue(reg prometheus.Gatherer, name string, labels map[string]string
 		}
 	}
 	return 0, fmt.Errorf("no series %s%v", name, labels)
+}
+
+// TestSeedState: PUT .../state hands the hub's saved state to the
+// backend and answers the server's status (200); a state the backend
+// refuses is 409 StateRefused naming why; an unknown server 404; a body
+// that is not a state 400, one too large 413, no token 401; a start's
+// "state" reaches the backend with the start.
+func TestSeedState(t *testing.T) {
+	ta := newTestAPI(t, time.Hour)
+	ta.fake.set(serverID{"alice", "lab"}, "running")
+	for _, path := range []string{"/v1/users/alice/servers/lab/state", "/v1/users/alice/server/state"} {
+		if path == "/v1/users/alice/server/state" {
+			ta.fake.set(serverID{"alice", ""}, "running")
+		}
+		resp, data := ta.do(t, "PUT", path, `{"pod_name":"nb-alice","namespace":"old","pvc_name":"claim-alice"}`)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"phase":"running"`) {
+			t.Fatalf("PUT %s: %d %s, want 200 with the running status", path, resp.StatusCode, data)
+		}
+		ta.fake.mu.Lock()
+		got := ta.fake.seeds[len(ta.fake.seeds)-1]
+		ta.fake.mu.Unlock()
+		if got.PodName != "nb-alice" || got.Namespace != "old" || got.PVCName != "claim-alice" {
+			t.Errorf("PUT %s: the backend got %+v", path, got)
+		}
+	}
+	for _, p := range []struct{ known, unknown string }{
+		{"/v1/users/alice/server/state", "/v1/users/nobody/server/state"},
+		{"/v1/users/alice/servers/lab/state", "/v1/users/alice/servers/nothing/state"},
+	} {
+		resp, data := ta.do(t, "PUT", p.known, `{"pod_name":"x","namespace":"untrusted"}`)
+		wantError(t, resp, data, http.StatusConflict, reasonStateRefused)
+		if !strings.Contains(string(data), "untrusted") {
+			t.Errorf("the refusal does not say why: %s", data)
+		}
+		resp, data = ta.do(t, "PUT", p.unknown, `{"pod_name":"x","namespace":"default"}`)
+		wantError(t, resp, data, http.StatusNotFound, reasonNotFound)
+		for _, body := range []string{`{"pod_name": 3}`, `{"pod_nmae":"x"}`, `[]`, `null x`} {
+			resp, data = ta.do(t, "PUT", p.known, body, malformed())
+			wantError(t, resp, data, http.StatusBadRequest, reasonBadRequest)
+		}
+		resp, data = ta.do(t, "PUT", p.known, `{"pod_name":"`+strings.Repeat("x", maxBodyBytes)+`"}`, malformed())
+		wantError(t, resp, data, http.StatusRequestEntityTooLarge, reasonTooLarge)
+		resp, data = ta.do(t, "PUT", p.known, `{}`, withHeader("Authorization", ""), malformed())
+		wantError(t, resp, data, http.StatusUnauthorized, reasonUnauthorized)
+	}
+
+	before := len(ta.fake.seeds)
+	ta.fake.set(serverID{"bob", ""}, "stopped")
+	resp, data := ta.do(t, "POST", "/v1/users/bob/server", `{"state":{"pvc_name":"claim-bob-old"}}`)
+	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
+		t.Fatalf("a start with a state: %d %s", resp.StatusCode, data)
+	}
+	ta.fake.mu.Lock()
+	defer ta.fake.mu.Unlock()
+	if n := len(ta.fake.spawns); n == 0 || ta.fake.spawns[n-1].State == nil || ta.fake.spawns[n-1].State.PVCName != "claim-bob-old" {
+		t.Errorf("the start's state did not reach the backend: %+v", ta.fake.spawns)
+	}
+	if len(ta.fake.seeds) != before {
+		t.Errorf("a start's state went to Seed through the handler; the backend's Spawn seeds it")
+	}
 }

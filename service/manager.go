@@ -42,7 +42,25 @@ func toServer(s serverID, userID int64) naming.Server {
 	return naming.Server{Username: s.User, Servername: s.Name, UserID: userID}
 }
 
+func (b *managerBackend) Seed(ctx context.Context, s serverID, st spawner.State) (serverStatus, error) {
+	status, err := b.m.Seed(ctx, manager.Seed{Server: toServer(s, st.UserID), State: st})
+	if err != nil {
+		return serverStatus{}, managerError(err)
+	}
+	return fromStatus(status), nil
+}
+
 func (b *managerBackend) Spawn(ctx context.Context, s serverID, req spawnRequest) (serverStatus, bool, error) {
+	if req.State != nil {
+		// The hub's record first: a server running under it is not
+		// started twice, and its claim in use is kept. A refused state
+		// (logged by the Manager) does not stop the start: it names no
+		// place this start would use.
+		if _, err := b.m.Seed(ctx, manager.Seed{Server: toServer(s, req.UserID), State: *req.State}); err != nil &&
+			!errors.Is(err, manager.ErrStateRefused) && !errors.Is(err, manager.ErrNotFound) {
+			return serverStatus{}, false, managerError(err)
+		}
+	}
 	st, started, err := b.m.Spawn(ctx, toServer(s, req.UserID), manager.SpawnOptions{
 		UserOptions: req.UserOptions, Env: req.Env, Cmd: req.Cmd, Args: req.Args, UserID: req.UserID,
 		HubVersion: req.HubVersion, Attributes: req.Attributes,
@@ -131,6 +149,8 @@ func managerError(err error) error {
 		return errUnavailable(reasonNotReady, err)
 	case errors.Is(err, manager.ErrClusterUnavailable):
 		return errUnavailable(reasonClusterUnavailable, err)
+	case errors.Is(err, manager.ErrStateRefused):
+		return errStateRefused(err)
 	case errors.Is(err, manager.ErrNoSuchCluster):
 		// The chosen profile names a cluster this service does not
 		// have: another profile may start.

@@ -178,6 +178,17 @@ type Config struct {
 	// and everything beneath it, "*" allows any. A field allowed and
 	// dropped is reported in the start's progress.
 	AllowedDroppedFields []string `json:"allowed_dropped_fields"`
+	// RetiredNamespaces are namespaces that held servers under an
+	// earlier configuration (spawnkit's own): a namespace the operator
+	// moved away from, or the user namespaces of an earlier
+	// user_namespace_template. Servers running there are still found,
+	// reported, polled, watched and stoppable; no start goes there. An
+	// entry is a namespace's name, or a template rendered per server
+	// like user_namespace_template ("{hubnamespace}-{username}"), which
+	// makes the Manager watch every namespace. Remove an entry once no
+	// server runs there (the Manager's List names each server's
+	// namespace).
+	RetiredNamespaces []string `json:"retired_namespaces"`
 	// EventMessageRules rewrite or drop the messages of the pod's
 	// Kubernetes events before they reach the hub's progress (spawnkit's
 	// own; KubeSpawner shows every event as it is, #910, #916): the

@@ -261,11 +261,16 @@ func (s *Spawner) Stop(ctx context.Context, opts StopOptions) error {
 }
 
 func (s *Spawner) stop(ctx context.Context, opts StopOptions) error {
-	st := s.State()
 	grace := int64(s.b.cfg.DeleteGracePeriod.Duration() / time.Second)
 	if opts.Now {
 		grace = 0
 	}
+	return s.stopAt(ctx, s.State(), grace)
+}
+
+// stopAt deletes the server's pod at st's names, if there is one, and
+// waits until the API server no longer has it.
+func (s *Spawner) stopAt(ctx context.Context, st State, grace int64) error {
 	pods, err := s.podsHandle(ctx, st.Namespace)
 	if err != nil {
 		return err

@@ -162,9 +162,11 @@ func (s *Spawner) planFor(opts *StartOptions, st *State) *Objects {
 
 // plan renders a start's objects. base is the defaulted configuration,
 // names the server's names from today's templates (their fields feed the
-// templated options), st the names in use (a loaded State wins over
-// today's templates), startID marks what this start creates, and
-// cluster is the Factory's (Options.Cluster; "" for none).
+// templated options and name the pod: a start uses today's
+// configuration, as KubeSpawner's after clear_state), st the server's
+// state (its claim in use, PVCName, is kept across a template change, as
+// KubeSpawner keeps pvc_name), startID marks what this start creates,
+// and cluster is the Factory's (Options.Cluster; "" for none).
 //
 // The arguments are pointers, read and never changed, and the result is
 // built in place: these structs are a kilobyte together, and copies of
@@ -175,6 +177,7 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 	}
 	o := &Objects{StartID: startID, State: *stIn, Names: *namesIn}
 	st, names := &o.State, &o.Names
+	st.PodName, st.Namespace, st.DNSName = names.Pod, names.Namespace, names.DNS
 	cfg, err := atInit(base, &names.Fields, len(opts.Attributes) > 0)
 	if err != nil {
 		return nil, fmt.Errorf("spawner: server %q of user %q: %w", server.Servername, server.Username, err)

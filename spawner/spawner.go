@@ -123,6 +123,10 @@ type Factory struct {
 	// profile option that lets the user type one (Namespaces).
 	profileNS []string
 	openNS    string
+	// retired are the retired_namespaces given by name; retiredNamers
+	// render the templated ones per server.
+	retired       []string
+	retiredNamers []*naming.Namer
 	// woken, set by tests only, is called each time a start's wait is
 	// woken by its subscription.
 	woken func()
@@ -163,6 +167,9 @@ func NewFactory(opts Options) (*Factory, error) {
 	}
 	f := &Factory{client: opts.Client, registry: opts.Registry, cfg: cfg, namer: namer, hooks: opts.Hooks, clock: opts.Clock, cluster: opts.Cluster}
 	f.profileNS, f.openNS = cfg.profileNamespaces()
+	if err := f.setRetired(); err != nil {
+		return nil, err
+	}
 	if f.clock == nil {
 		f.clock = clock.RealClock{}
 	}

@@ -197,6 +197,7 @@ func newStartID() string {
 func (s *Spawner) start(ctx context.Context, opts *StartOptions, em *emitter) (string, error) {
 	run := &startRun{}
 	em.note(0, "Preparing the server's objects")
+	prev := s.State()
 	o, step, err := s.objectsFor(ctx, run, opts, em)
 	if err != nil {
 		var reason Reason
@@ -205,7 +206,30 @@ func (s *Spawner) start(ctx context.Context, opts *StartOptions, em *emitter) (s
 		}
 		return "", s.failStart(ctx, run, step, reason, err)
 	}
+	if err := s.removeEarlier(ctx, prev, &o.State, em); err != nil {
+		return "", s.failStart(ctx, run, StepPod, collisionReason(err), err)
+	}
 	return s.createAndWait(ctx, run, o, em, opts.OnPodCreated)
+}
+
+// removeEarlier deletes the pod an earlier start of the server made
+// under other names than this start's and today's (prev, the State
+// loaded or recorded: the pod_name_template, namespace or profile
+// changed since, or a KubeSpawner pod was adopted), if
+// it is still there, and waits until it is gone: a start replaces the
+// server's earlier pod, as it does under the same name, so a server
+// never has two pods (which would both mount its claim). A pod there of
+// another server is a *CollisionError and is left alone.
+func (s *Spawner) removeEarlier(ctx context.Context, prev State, next *State, em *emitter) error {
+	if (prev.PodName == s.names.Pod && prev.Namespace == s.names.Namespace) || (prev.PodName == next.PodName && prev.Namespace == next.Namespace) {
+		return nil // today's names (a new Spawner's), or this start's
+	}
+	em.note(0, "Removing the server's earlier pod "+prev.Namespace+"/"+prev.PodName+" (its names have changed since)")
+	if err := s.stopAt(ctx, prev, int64(s.b.cfg.DeleteGracePeriod.Duration()/time.Second)); err != nil {
+		return fmt.Errorf("spawner: removing the earlier pod %s/%s of server %q of user %q: %w",
+			prev.Namespace, prev.PodName, s.server.Servername, s.server.Username, err)
+	}
+	return nil
 }
 
 // createAndWait creates a start's rendered objects o and waits for its

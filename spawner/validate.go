@@ -329,6 +329,7 @@ func (c *Config) validateOptions() field.ErrorList {
 		}
 	}
 	errs = append(errs, c.validateNamespaceObjects()...)
+	errs = append(errs, c.validateRetired()...)
 	for i := range c.EventMessageRules {
 		r := c.EventMessageRules[i]
 		path := field.NewPath("event_message_rules").Index(i)
