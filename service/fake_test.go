@@ -13,9 +13,9 @@ import (
 type fakeBackend struct {
 	mu       sync.Mutex // guards the fields below
 	servers  map[serverID]*fakeServer
-	spawns   []spawnRequest // every Spawn's request, in order
-	stops    []bool         // every Stop's now, in order
-	deleted  []serverID     // every DeleteForever's server, in order
+	spawns   []spawnRequest  // every Spawn's request, in order
+	stops    []bool          // every Stop's now, in order
+	deleted  []serverID      // every DeleteForever's server, in order
 	seeds    []spawner.State // every Seed's state, in order
 	profiles []spawner.Profile
 	// notReady, when set, is what Ready answers.

@@ -45,7 +45,7 @@ type program struct {
 // configuration as the Manager will use it, so that -check and a real
 // start fail alike and before anything runs.
 func prepare(f flags, getenv func(string) string, stderr io.Writer) (*program, error) {
-	p := &program{f: f, log: newLogger(stderr), token: &tokenSource{}}
+	p := &program{f: f, log: newLogger(stderr, f.verbosity), token: &tokenSource{}}
 	token, err := loadToken(f.tokenFile, getenv)
 	if err != nil {
 		return nil, err
@@ -150,13 +150,14 @@ func (p *program) newRegistry(client kubernetes.Interface, reg prometheus.Regist
 	return reflector.New(reflector.Options{Client: client, PodLabelSelector: naming.LabelComponent + "=" + component, Registerer: reg})
 }
 
-func newLogger(w io.Writer) logr.Logger {
+// newLogger logs to w what is at verbosity or below (-v).
+func newLogger(w io.Writer, verbosity int) logr.Logger {
 	return funcr.New(func(prefix, args string) {
 		if prefix != "" {
 			args = prefix + ": " + args
 		}
 		fmt.Fprintln(w, args)
-	}, funcr.Options{LogTimestamp: true})
+	}, funcr.Options{LogTimestamp: true, Verbosity: verbosity})
 }
 
 // serve runs the Manager, the API, the probes and the file watcher until
@@ -183,19 +184,21 @@ func (p *program) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", p.f.listen)
+	bounds := serviceBounds
+	ln, err := bounds.listen(p.f.listen)
 	if err != nil {
 		return fmt.Errorf("-listen: %w", err)
 	}
 	var probeLn net.Listener
 	if p.f.probeListen != "" {
-		if probeLn, err = net.Listen("tcp", p.f.probeListen); err != nil {
+		if probeLn, err = bounds.listen(p.f.probeListen); err != nil {
 			ln.Close()
 			return fmt.Errorf("-probe-listen: %w", err)
 		}
 	}
 	scheme := "http"
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	srv := bounds.server(api, log)
+	srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	if p.cert != nil {
 		scheme = "https"
 		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: p.cert.getCertificate}
@@ -212,11 +215,13 @@ func (p *program) serve(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		servers = append(servers, &http.Server{Handler: probes, ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, bounds.server(probes, log))
 		listeners = append(listeners, probeLn)
 		log.Info("serving the probes and metrics", "url", "http://"+probeLn.Addr().String()+"/readyz")
 	}
 	log.Info("serving the spawner API", "url", scheme+"://"+ln.Addr().String()+"/v1/", "leaderElect", p.f.leaderElect, "version", spawner.Version)
+	log.V(1).Info("HTTP bounds of the API and the probes", "header", bounds.header.String(), "body", bounds.body.String(),
+		"write", bounds.write.String(), "idle", bounds.idle.String(), "maxHeaderBytes", bounds.maxHeaderBytes)
 	if len(cs) > 1 || p.f.clusters != "" {
 		names := make([]string, len(cs))
 		for i, c := range cs {
