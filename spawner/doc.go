@@ -93,24 +93,32 @@
 //
 // Owner annotations say whose an object is, but anyone who can create a
 // pod in some namespace can write any annotations on it, spawnkit's
-// state record included. So a server's ownership is (namespace, user,
-// server): a pod found in the cluster is that server's only under the
-// name pod_name_template gives it, in the namespace its configuration
-// puts it (namespace, or the user's own with enable_user_namespaces) or
-// one a profile names (a kubespawner_override "namespace"; with
-// ProfileListFunc, those Config.ProfileNamespaces declares, and a start
-// whose profile names another is refused). Factory.CheckPlacement is the
-// check; the manager applies it to every pod it recovers or adopts and
-// ignores, logs and counts a pod elsewhere that claims a server, so a pod
-// planted in another tenant's namespace never receives a user's traffic.
-// What spawnkit then believes: whoever can create pods in one of those
-// namespaces (the hub's, the users', the profiles') is trusted as much
-// as the hub itself, since such a pod, under the server's name, is the
-// server; keep create rights there to the hub's service account. A state
-// a hub gives (LoadState, its database) is trusted: it is the hub's own.
-// An unlisted choice that lets the user type the namespace ("{value}" in
-// its namespace override) cannot be trusted or watched in advance, and
-// the manager refuses such a configuration.
+// state record included. So a server's ownership is the place and the
+// records together (Factory.CheckPlacement). The place: a namespace the
+// configuration trusts for the server: its own (namespace, or the
+// user's with enable_user_namespaces), one a profile names (a
+// kubespawner_override "namespace"; with ProfileListFunc, those
+// Config.ProfileNamespaces declares, and a start whose profile names
+// another is refused), or one retired_namespaces names. The records: the
+// pod's name is the one pod_name_template gives the server today, or the
+// one its own state record gives it (the record naming the pod's name,
+// namespace and start id, as every pod a start makes records), or the
+// one the hub's saved State records. So a server started before a
+// change of pod_name_template, namespace or user_namespace_template
+// (the old namespaces listed in retired_namespaces) is still found,
+// polled and stopped; its next start uses today's configuration (Start
+// first removes a pod the server left under its earlier names), keeping
+// its claim (State.PVCName, recorded on the pod). The manager applies
+// the check to every pod it recovers or adopts and ignores, logs and
+// counts a pod elsewhere that claims a server, so a pod planted in
+// another tenant's namespace never receives a user's traffic. What
+// spawnkit then believes: whoever can create pods in one of those
+// namespaces is trusted as much as the hub itself; keep create rights
+// there to the hub's service account. A State a hub gives (LoadState,
+// manager.Manager.Seed) is trusted in those places only. An unlisted
+// choice that lets the user type the namespace ("{value}" in its
+// namespace override) cannot be trusted or watched in advance, and the
+// manager refuses such a configuration.
 //
 // # Cancellation and concurrency
 //

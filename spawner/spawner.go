@@ -282,9 +282,12 @@ func (s *Spawner) State() State {
 }
 
 // LoadState restores a State saved by State (or read from a pod with
-// StateFromPod). Names from a loaded state win over today's templates, so
-// a server started before a template or namespace change stays reachable;
-// the recorded port, scheme and host make its URL the same as before.
+// StateFromPod). Names from a loaded state win over today's templates
+// for Poll, Stop and Resume, so a server started before a template or
+// namespace change stays reachable; the recorded port, scheme and host
+// make its URL the same as before. A Start uses today's names (keeping
+// the claim, PVCName), as KubeSpawner's after clear_state, and first
+// removes the pod left under the loaded names.
 // Cluster is always the Factory's (Options.Cluster), whatever st
 // records: a Spawner's objects are where its Client is.
 func (s *Spawner) LoadState(st State) {

@@ -56,13 +56,18 @@ type clusterEntry struct {
 	// servers (spawner.Config.Override), as a profile's
 	// kubespawner_override is: the profile's own overrides win.
 	KubespawnerOverride map[string]any `json:"kubespawner_override,omitempty"`
+	// Retired keeps a cluster that takes no new start, for the servers
+	// still running there (manager.Cluster.Retired): list it, retired,
+	// instead of removing it while it holds servers. Not the first.
+	Retired bool `json:"retired,omitempty"`
 }
 
 // clusterSetup is one cluster as the program uses it.
 type clusterSetup struct {
-	name string
-	rest *rest.Config
-	cfg  *spawner.Config // nil: -config as it is
+	name    string
+	retired bool
+	rest    *rest.Config
+	cfg     *spawner.Config // nil: -config as it is
 }
 
 // loadClusters reads and checks the -clusters file: every problem is
@@ -116,7 +121,7 @@ func loadClusters(f flags, base spawner.Config) ([]clusterSetup, error) {
 			errs = append(errs, fmt.Errorf("%s: kube_api_qps %g and kube_api_burst %d: want positive numbers", where, qps, burst))
 			continue
 		}
-		setup := clusterSetup{name: c.Name}
+		setup := clusterSetup{name: c.Name, retired: c.Retired}
 		setup.rest, err = clusterRestConfig(f, c, qps, burst)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
@@ -171,6 +176,7 @@ type kubeCluster struct {
 	client   kubernetes.Interface
 	registry *reflector.Registry
 	cfg      *spawner.Config
+	retired  bool
 }
 
 // newClusters makes every cluster's client and Registry; with reg, each
@@ -197,7 +203,7 @@ func (p *program) newClusters(reg prometheus.Registerer) (cs []kubeCluster, clos
 			close()
 			return nil, nil, fmt.Errorf("cluster %q: %w", setup.name, err)
 		}
-		cs = append(cs, kubeCluster{name: setup.name, client: client, registry: registry, cfg: setup.cfg})
+		cs = append(cs, kubeCluster{name: setup.name, client: client, registry: registry, cfg: setup.cfg, retired: setup.retired})
 	}
 	return cs, close, nil
 }
@@ -210,7 +216,7 @@ func (p *program) managerClusters(cs []kubeCluster) []manager.Cluster {
 	}
 	out := make([]manager.Cluster, len(cs))
 	for i, c := range cs {
-		out[i] = manager.Cluster{Name: c.name, Client: c.client, Registry: c.registry, Config: c.cfg}
+		out[i] = manager.Cluster{Name: c.name, Client: c.client, Registry: c.registry, Config: c.cfg, Retired: c.retired}
 	}
 	return out
 }
