@@ -20,7 +20,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from ._sse import SSEConnection
 from .errors import ServiceUnavailable, SpawnkitError
 
-__all__ = ["CLUSTER_UNAVAILABLE", "NOT_SERVING", "ServiceAPI", "http_client"]
+__all__ = ["CLUSTER_UNAVAILABLE", "NOT_SERVING", "STATE_REFUSED", "ServiceAPI", "http_client", "is_state_refused"]
 
 # Answers of a replica that must not serve (it stands by, or shuts down):
 # asked again, since another replica answers soon.
@@ -31,6 +31,17 @@ NOT_SERVING = ("NotLeader", "NotReady")
 # with the service's message, naming the cluster; a stop or a deletion is
 # asked again for as long as an unreachable service would be.
 CLUSTER_UNAVAILABLE = "ClusterUnavailable"
+
+# The service cannot trust the state JupyterHub kept for a server (409 to
+# PUT .../state): it names a namespace or cluster the service's
+# configuration no longer trusts (not listed as retired), or a pod of
+# another server. The message names the option that would keep it.
+STATE_REFUSED = "StateRefused"
+
+
+def is_state_refused(err):
+    """Whether err is the service's refusal of a hub's saved state."""
+    return isinstance(err, SpawnkitError) and err.status == 409 and err.reason == STATE_REFUSED
 
 # One HTTP client per event loop: the service's requests never wait in
 # the queue of the client that JupyterHub shares for everything else.

@@ -8,6 +8,7 @@ API (v1) and nothing else:
 
     POST   {S}                 start (idempotent)
     GET    {S}                 status: poll, get_url
+    PUT    {S}/state           the state JupyterHub kept; answers the status
     DELETE {S}[?now=true]      stop; returns once the pod is gone
     DELETE {S}?forever=true    delete_forever
     GET    {S}/progress        server-sent events, resumable with Last-Event-ID
@@ -29,6 +30,17 @@ poll reports the server as running and logs a warning, so that a service
 restart never makes JupyterHub forget or cull running servers; starts,
 stops and deletions are sent again until their time is up (every request
 is safe to repeat).
+
+The state the service returns for a server (its pod's name, namespace,
+cluster, claim) is kept in JupyterHub's database, and sent back whenever
+the service may not know the server: after a hub restart (load_state),
+after the service was away or answered 404, before the next poll or
+stop (PUT {S}/state, whose answer is the server's status), and with
+every start. A service restarted under a changed configuration (another
+pod_name_template, namespace or cluster list) so finds the servers still
+running where their state says, and a service that refuses the state (a
+namespace or cluster its configuration no longer trusts) never makes a
+poll end a server.
 """
 
 import asyncio
@@ -42,7 +54,7 @@ import jupyterhub
 from jupyterhub.spawner import Spawner
 from jupyterhub.traitlets import Command
 
-from ._api import NOT_SERVING, ServiceAPI
+from ._api import NOT_SERVING, ServiceAPI, is_state_refused
 from ._sse import closing
 from .errors import ServiceUnavailable, SpawnkitError, for_jupyterhub
 
@@ -175,8 +187,17 @@ class SpawnkitSpawner(Spawner):
         return []
 
     # What the service last said about this server; persisted in
-    # JupyterHub's database through get_state.
+    # JupyterHub's database through get_state. Only its pvc_name outlives
+    # a stop (clear_state), as KubeSpawner's pvc_name does.
     _service_state = None
+    # Whether _service_state has reached the service since it may have
+    # lost the server: False after load_state (a hub restart), after the
+    # service was away, and after a refusal; poll and stop send it
+    # (PUT {S}/state) before anything else while it is False.
+    _state_sent = False
+    # Whether the service's refusal of that state has been logged as an
+    # error (once per spawner; later ones are logged at debug level).
+    _refusal_logged = False
     _server_url = ""
     # True from start() until clear_state: poll tells "never started" (0)
     # from "gone" (1) by it and the state.
@@ -292,6 +313,12 @@ class SpawnkitSpawner(Spawner):
             body["attributes"] = attributes
         if self.cmd:
             body["cmd"] = list(self.cmd)
+        if self._service_state:
+            # The service seeds it before the start: a server still
+            # running under it is not started twice, and the claim a
+            # previous start used is kept whatever pvc_name_template says
+            # today (a refused state only makes the service log).
+            body["state"] = self._service_state
         return body
 
     def _start_event(self):
@@ -321,6 +348,7 @@ class SpawnkitSpawner(Spawner):
         self._started = True
         try:
             status = await self._request_start()
+            self._state_sent = True  # it went with the start
             self._start_event().set()
             self._remember(status)
             url = await self._wait_ready()
@@ -464,6 +492,55 @@ class SpawnkitSpawner(Spawner):
 
     # --- poll, stop, URL ---------------------------------------------------
 
+    def _pod_state(self):
+        """The state JupyterHub kept for a server with a pod, or None.
+
+        Only a state naming a pod can stand for a running server: a
+        stopped server keeps its claim's name alone (clear_state)."""
+        state = self._service_state
+        if isinstance(state, dict) and state.get("pod_name"):
+            return state
+        return None
+
+    async def _send_state(self, **kwargs):
+        """PUT {S}/state: gives the service the state JupyterHub kept, so
+        that a service that restarted, possibly under a changed
+        configuration, finds the server where the state says. Returns the
+        server's status as a GET would, None when the service still does
+        not know the server (404). A refusal (409 StateRefused) is raised
+        as the service's SpawnkitError."""
+        status = await self._request(
+            "PUT", self._server_path() + "/state", body=self._service_state, not_found_ok=True, **kwargs
+        )
+        self._state_sent = True
+        self._remember(status)
+        return status
+
+    def _log_refusal(self, err):
+        if self._refusal_logged:
+            self.log.debug("spawnkit: the service still refuses the state of %s: %s", self._log_name, err)
+            return
+        self._refusal_logged = True
+        self.log.error(
+            "spawnkit: the spawnkit service refused the state JupyterHub kept for %s, so it cannot find "
+            "the server where that state says (its pod may still run there); JupyterHub keeps the server "
+            "until the service takes the state: %s",
+            self._log_name,
+            err,
+        )
+
+    @staticmethod
+    def _exit_status(status):
+        """poll's answer for a status: its exit_code; 1 for a server the
+        service reports stopped or failed without one (no pod, as a
+        server seeded from a state whose pod is gone); None otherwise."""
+        code = status.get("exit_code")
+        if code is not None:
+            return int(code)
+        if status.get("phase") in ("stopped", "failed"):
+            return 1
+        return None
+
     async def poll(self):
         """None while the server starts or runs, its exit status once it
         stopped (1 when the service no longer knows it), 0 for a server
@@ -474,13 +551,40 @@ class SpawnkitSpawner(Spawner):
         (its request may not have arrived yet). When the service cannot be
         reached the server counts as running: only the service's answer
         ends a server.
+
+        While the service may not know the server (after load_state, or
+        after it was away), the state JupyterHub kept is sent instead of
+        asking (PUT {S}/state answers the status); so is it when the
+        service answers 404: the server is gone only when it says 404 to
+        the state too. A refused state (409 StateRefused) is logged as an
+        error, and the server counts as running.
         """
         if self._start_in_flight():
             return None
-        known = self._started or self._service_state is not None or bool(self._server_url)
+        held = self._pod_state()
+        known = self._started or held is not None or bool(self._server_url)
         try:
-            status = await self._request("GET", self._server_path(), not_found_ok=True)
+            if held is not None and not self._state_sent:
+                status = await self._send_state()
+            else:
+                status = await self._request("GET", self._server_path(), not_found_ok=True)
+                if status is None and held is not None:
+                    self.log.info(
+                        "spawnkit: the service does not know %s (it restarted?); sending it the state JupyterHub kept",
+                        self._log_name,
+                    )
+                    status = await self._send_state()
         except SpawnkitError as e:
+            if is_state_refused(e):
+                # Sent again by the next poll (one request: the service
+                # knows the server no better than now until it takes it).
+                self._state_sent = False
+                self._log_refusal(e)
+                return None
+            if isinstance(e, ServiceUnavailable):
+                # It may restart, or a cluster come back, without the
+                # server: the next poll sends the state first.
+                self._state_sent = False
             if not known:
                 self.log.warning(
                     "spawnkit: cannot poll %s, which was never started here: %s; reporting it not running",
@@ -498,8 +602,7 @@ class SpawnkitSpawner(Spawner):
                 return 0
             return 1
         self._remember(status)
-        code = status.get("exit_code")
-        return None if code is None else int(code)
+        return self._exit_status(status)
 
     async def stop(self, now=False):
         """Stops the server; returns once its pod is gone.
@@ -510,6 +613,12 @@ class SpawnkitSpawner(Spawner):
         waited for, so that the start cannot reach the service after the
         DELETE. The DELETE is sent again while the service cannot be
         reached, for up to service_request_timeout.
+
+        While the service may not know the server, the state JupyterHub
+        kept is sent first (PUT {S}/state), and again when the DELETE
+        answers 404 (then the DELETE is sent once more), so that a stop
+        after a service restart deletes the pod where the state says. A
+        refused state raises SpawnkitError with the service's message.
         """
         task = self._start_task
         if task is not None and task is not asyncio.current_task() and not task.done():
@@ -519,17 +628,44 @@ class SpawnkitSpawner(Spawner):
         if request is not None and not request.done():
             self.log.info("spawnkit: %s is stopped while its start request is on its way; waiting for its answer", self._log_name)
             await asyncio.wait([request], timeout=self.service_request_timeout)
-        query = {"now": "true"} if now else None
-        status = await self._request(
+        held = self._pod_state()
+        sent = False
+        if held is not None and not self._state_sent:
+            await self._send_state_to_stop()
+            sent = True
+        status = await self._delete(now)
+        if status is None and held is not None and not sent:
+            self.log.info(
+                "spawnkit: the service does not know %s (it restarted?); sending it the state JupyterHub kept, then stopping again",
+                self._log_name,
+            )
+            await self._send_state_to_stop()
+            status = await self._delete(now)
+        if status:
+            self._remember(status)
+
+    async def _send_state_to_stop(self):
+        try:
+            await self._send_state(unreachable_for=self.service_request_timeout, what=f"stopping {self._log_name}")
+        except SpawnkitError as e:
+            if not is_state_refused(e):
+                raise
+            self.log.error("spawnkit: cannot stop %s: %s", self._log_name, e)
+            raise SpawnkitError(
+                f"Cannot stop {self._log_name}: the spawnkit service refused the state JupyterHub kept for it: {e}",
+                reason=e.reason,
+                status=e.status,
+            ) from e
+
+    def _delete(self, now):
+        return self._request(
             "DELETE",
             self._server_path(),
-            query=query,
+            query={"now": "true"} if now else None,
             not_found_ok=True,
             unreachable_for=self.service_request_timeout,
             what=f"stopping {self._log_name}",
         )
-        if status:
-            self._remember(status)
 
     async def delete_forever(self):
         """JupyterHub deletes the user, or this named server, for good.
@@ -687,10 +823,21 @@ class SpawnkitSpawner(Spawner):
             self._service_state = state["spawnkit_state"]
         if "spawnkit_url" in state:
             self._server_url = state["spawnkit_url"]
+        # The service may have restarted meanwhile, under a changed
+        # configuration: the next poll or stop sends the state first.
+        self._state_sent = False
 
     def clear_state(self):
+        """Forgets the stopped server, but for its claim's name: as
+        KubeSpawner keeps pvc_name, get_state saves it and the next start
+        sends it, so that the server gets its claim back whatever the
+        service's pvc_name_template says by then."""
         super().clear_state()
-        self._service_state = None
+        state = self._service_state
+        pvc = state.get("pvc_name") if isinstance(state, dict) else None
+        self._service_state = {"pvc_name": pvc} if pvc else None
+        self._state_sent = False
+        self._refusal_logged = False
         self._server_url = ""
         self._started = False
         if self._start_accepted is not None:

@@ -6,7 +6,16 @@ The fake keeps one record per server and logs every request it gets
 so that a test can check what reached the service and in which order.
 Tests script it through its attributes: start_delay (seconds a POST
 takes), start_status (the POST's HTTP status), start_error and
-start_errors (refusals), final_event (the progress stream's last event).
+start_errors (refusals), final_event (the progress stream's last event),
+claims (the state names a claim), state_error (refuses every hub state
+PUT, as a service whose configuration does not trust it), and restart()
+(the service forgets its servers, whose pods still run).
+
+PUT {S}/state behaves as the service's (manager.Seed): a server the fake
+knows answers its status; one it forgot since restart() is found again
+where the state says, running; a state naming a pod the fake never ran
+gives a stopped server (the service's answer for a pod that is gone:
+phase stopped, exit_code null); a state naming no pod, 404.
 """
 
 import asyncio
@@ -47,8 +56,13 @@ class FakeService:
         self.start_error = None  # (status, reason, message) to refuse every start with
         self.start_errors = []  # the same, for the next starts, one each
         self.stop_errors = []  # (status, reason, message) for the next stops, one each
-        self.get_errors = []  # the same, for the next status GETs (not progress), one each
+        self.get_errors = []  # the same, for the next status requests (GET, or PUT of a state), one each
         self.lose_starts = 0  # accept (202) but forget this many starts, as a crash before the pod would
+        self.claims = False  # whether a start's state names a claim (pvc_name), as with storage
+        self.state_error = None  # (status, reason, message) to refuse every PUT .../state with
+        # Servers whose pods still run but that the service does not know
+        # since restart(): path -> status.
+        self.forgotten = {}
         self.final_event = ("ready", {"ready": True, "url": "http://127.0.0.2:8888", "progress": 100})
         self._server = None
         self.port = None
@@ -58,7 +72,7 @@ class FakeService:
     def listen(self, port=0):
         """Starts answering on 127.0.0.1 (port 0: any free port)."""
         app = web.Application(
-            [(r"(/v1/users/[^/]+/(?:server|servers/[^/]+))(/progress)?", _ServerHandler, {"fake": self})],
+            [(r"(/v1/users/[^/]+/(?:server|servers/[^/]+))(/progress|/state)?", _ServerHandler, {"fake": self})],
             log_function=lambda handler: None,
         )
         self._server = HTTPServer(app)
@@ -75,6 +89,13 @@ class FakeService:
             self._server.stop()
             await self._server.close_all_connections()
             self._server = None
+
+    def restart(self):
+        """The service restarted under a configuration that does not find
+        its servers by itself: it forgets them; their pods run on, and a
+        hub's state (PUT .../state, or a start's "state") finds them."""
+        self.forgotten.update(self.servers)
+        self.servers = {}
 
     @property
     def url(self):
@@ -96,6 +117,13 @@ class _ServerHandler(web.RequestHandler):
     def prepare(self):
         if self.request.headers.get("Authorization") != f"Bearer {TOKEN}":
             self._error(401, "Unauthorized", "bad token")
+            return
+        sub = self.path_args[1]
+        if (sub == "/state" and self.request.method != "PUT") or (sub == "/progress" and self.request.method != "GET"):
+            self._error(405, "MethodNotAllowed", f"{self.request.method} not allowed on {sub}")
+            return
+        if sub is None and self.request.method == "PUT":
+            self._error(405, "MethodNotAllowed", "PUT only on .../state")
             return
         body = json.loads(self.request.body) if self.request.body else None
         self.record = Request(self.request.method, self.path_args[0] + (self.path_args[1] or ""), self.request.query, body)
@@ -124,12 +152,39 @@ class _ServerHandler(web.RequestHandler):
         if self.fake.start_error:
             self._error(*self.fake.start_error)
             return
-        status = {"phase": "starting", "ready": False, "exit_code": None, "state": {"pod_name": "jupyter-x"}}
+        seed = (self.record.body or {}).get("state")
+        if seed and seed.get("pod_name") and path in self.fake.forgotten:
+            # The hub's state finds the server still running: not started twice.
+            self.fake.servers[path] = self.fake.forgotten.pop(path)
+            self._json(200, self.fake.servers[path])
+            return
+        state = {"pod_name": "jupyter-x", "namespace": "default"}
+        if self.fake.claims:
+            state["pvc_name"] = (seed or {}).get("pvc_name") or "claim-x"
+        status = {"phase": "starting", "ready": False, "exit_code": None, "state": state}
         if self.fake.lose_starts > 0:
             self.fake.lose_starts -= 1
         else:
             self.fake.servers[path] = status
         self._json(self.fake.start_status, status)
+
+    async def put(self, path, sub):
+        if self.fake.get_errors:
+            self._error(*self.fake.get_errors.pop(0))
+            return
+        if self.fake.state_error:
+            self._error(*self.fake.state_error)
+            return
+        seed = self.record.body or {}
+        status = self.fake.servers.get(path)
+        if status is None and seed.get("pod_name") and path in self.fake.forgotten:
+            status = self.fake.servers[path] = self.fake.forgotten.pop(path)
+        elif status is None and (seed.get("pod_name") or seed.get("pvc_name")):
+            status = self.fake.servers[path] = {"phase": "stopped", "ready": False, "exit_code": None, "state": seed}
+        if status is None:
+            self._error(404, "NotFound", f"no server {path}")
+            return
+        self._json(200, status)
 
     async def get(self, path, progress):
         if not progress and self.fake.get_errors:

@@ -114,9 +114,11 @@ class PollTest(ServiceTestCase):
         self.assertIsNone(await spawner.poll())
 
     async def test_loaded_state_of_a_server_the_service_lost_is_1(self):
+        # Given the state, the service finds no pod where it says.
         spawner = make_spawner(self.service.url)
         spawner.load_state({"spawnkit_state": {"pod_name": "jupyter-alice"}, "spawnkit_url": "http://127.0.0.2:8888"})
         self.assertEqual(await spawner.poll(), 1)
+        self.assertEqual([r.method for r in self.service.requests], ["PUT"])
 
     async def test_loaded_state_with_the_service_away_is_none(self):
         spawner = make_spawner(f"http://127.0.0.1:{free_port()}")

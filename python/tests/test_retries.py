@@ -131,10 +131,19 @@ class PollClusterUnavailableTest(ServiceTestCase):
     async def test_a_server_this_hub_knows_stays_running(self):
         spawner = make_spawner(self.service.url)
         spawner.load_state({"spawnkit_state": {"pod_name": "jupyter-alice", "cluster": "b"}})
+        # The pod runs in b, which the service has not seen since it started.
+        self.service.forgotten["/v1/users/alice/server"] = {"phase": "running", "ready": True, "exit_code": None}
         self.service.get_errors = [(503, "ClusterUnavailable", 'manager: cluster "b" is unavailable')]
         with self.assertLogs(spawner.log, "WARNING"):
             self.assertIsNone(await asyncio.wait_for(spawner.poll(), 10))
-        self.assertEqual(len(self.service.calls("GET")), 1)
+        # The loaded state went first, and its answer was the poll's.
+        self.assertEqual([r.method for r in self.service.requests], ["PUT"])
+        # b is back; the service may still not know the server: the next
+        # poll sends the state again, and its answer is the poll's.
+        self.assertIsNone(await asyncio.wait_for(spawner.poll(), 10))
+        self.assertEqual([r.method for r in self.service.requests], ["PUT", "PUT"])
+        self.assertIsNone(await asyncio.wait_for(spawner.poll(), 10))
+        self.assertEqual([r.method for r in self.service.requests], ["PUT", "PUT", "GET"])
 
     async def test_a_server_never_started_here_is_not_running(self):
         spawner = make_spawner(self.service.url)
