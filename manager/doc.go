@@ -45,13 +45,21 @@
 // older than 1.32 is refused, naming the version). It then recovers every
 // server from the State its pod records (and seeded
 // servers without a pod as stopped), resuming starts found in flight.
-// It watches every namespace a server can be in: the configured one and
-// each a profile names (all, with enable_user_namespaces), so a server a
-// profile put elsewhere is recovered and stopped after a restart. Only a
-// pod where the configuration puts its server is believed (see the
-// spawner package's trust model): a pod elsewhere claiming a server is
-// ignored, logged and counted (spawnkit_manager_untrusted_pods_total),
-// and New refuses a profile option that lets users type the namespace.
+// It watches every namespace a server can be in: the configured one,
+// each a profile names and each retired_namespaces names (all, with
+// enable_user_namespaces or a templated retired namespace), so a server
+// a profile put elsewhere, or one started before the namespace changed,
+// is recovered and stopped after a restart. Only a pod in a trusted
+// place with its server's records is believed (see the spawner
+// package's trust model), whatever today's pod_name_template: a pod
+// elsewhere claiming a server is ignored, logged and counted
+// (spawnkit_manager_untrusted_pods_total), and New refuses a profile
+// option that lets users type the namespace. Seed takes a hub's saved
+// State at any time (a hub sends it when the Manager may not know the
+// server): a pod at its names is adopted, a State naming an untrusted
+// place or another server's pod is ErrStateRefused. A cluster that
+// takes no more starts but still runs servers stays listed with
+// Cluster.Retired.
 // When Start's ctx ends, starts in flight are cancelled with ErrShutdown,
 // which wraps spawner.ErrDetach: no pod is deleted, and the next Manager
 // resumes them; a start accepted whose pod does not exist yet first
