@@ -110,15 +110,20 @@ func (m *Manager) seedOne(ctx context.Context, sd Seed) (*entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.sp.LoadState(st)
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.op != nil || e.cell != c || e.status.Phase != PhaseStopped || e.status.StartedAt != nil {
+		// Made meanwhile by a Spawn (or found by recovery): what it
+		// knows wins.
+		return e, nil
+	}
+	e.sp.LoadState(st)
 	e.status.State = e.sp.State()
 	c.mu.Lock()
 	// A cluster recovered already has no pod of it: stopped, as seeded.
 	// One not seen yet may have.
 	e.seeded = !c.recovered
 	c.mu.Unlock()
-	e.mu.Unlock()
 	return e, nil
 }
 
