@@ -54,7 +54,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (fl
 	fs.DurationVar(&f.reloadInterval, "reload-interval", 2*time.Second, "how often the token and certificate files are checked for changes")
 	fs.Float64Var(&f.kubeQPS, "kube-api-qps", 50, "client-side rate limit on API server requests per second (client-go's default of 5 throttles spawns)")
 	fs.IntVar(&f.kubeBurst, "kube-api-burst", 100, "burst of -kube-api-qps")
-	fs.IntVar(&f.verbosity, "v", 0, "log verbosity: 0 logs each request, reload and failure; 1 adds the HTTP bounds and each request body not received in time, and the API server's version; no level logs a token")
+	fs.IntVar(&f.verbosity, "v", 0, "log verbosity: 0 logs each request, reload and failure; 1 adds details (the HTTP bounds, each API server's version); no level logs a token")
 	fs.BoolVar(&f.check, "check", false, "check the flags, the token, the configuration and the certificate, then exit without contacting the cluster")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -74,7 +75,7 @@ func TestHelpShowsOnlyOwnFlags(t *testing.T) {
 		"-kubeconfig", "-config", "-listen", "-probe-listen", "-token-file", "-tls-cert-file", "-tls-key-file",
 		"-leader-elect", "-leader-elect-namespace", "-leader-elect-name", "-leader-elect-identity",
 		"-leader-elect-lease-duration", "-leader-elect-renew-deadline", "-leader-elect-retry-period",
-		"-reload-interval", "-kube-api-qps", "-kube-api-burst", "-clusters", "-check", "-version",
+		"-reload-interval", "-kube-api-qps", "-kube-api-burst", "-clusters", "-v", "-check", "-version",
 	}
 	// flag.PrintDefaults starts each flag's entry with "  -name" and
 	// its type, if any, after a space.
@@ -97,5 +98,34 @@ func TestHelpShowsOnlyOwnFlags(t *testing.T) {
 	}
 	if err := run(t.Context(), []string{"stray"}, func(string) string { return "" }, &stderr); err == nil {
 		t.Error("stray argument accepted")
+	}
+}
+
+// TestVerbosity: -v sets the level logged (V(1) lines appear from -v 1
+// on, never at the default), and a negative level is refused.
+func TestVerbosity(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		want  int
+		lines int // of the two logged below, one at V(0) and one at V(1)
+	}{
+		{nil, 0, 1},
+		{[]string{"-v", "1"}, 1, 2},
+		{[]string{"-v", "10"}, 10, 2},
+	} {
+		f, err := parseFlags(c.args, func(string) string { return "" }, io.Discard)
+		if err != nil || f.verbosity != c.want {
+			t.Fatalf("parseFlags(%q) = -v %d, %v; want %d", c.args, f.verbosity, err, c.want)
+		}
+		var out bytes.Buffer
+		log := newLogger(&out, f.verbosity)
+		log.Info("at zero")
+		log.V(1).Info("at one")
+		if got := strings.Count(out.String(), "\n"); got != c.lines {
+			t.Errorf("-v %d logged %d of a V(0) and a V(1) line, want %d:\n%s", f.verbosity, got, c.lines, out.String())
+		}
+	}
+	if _, err := parseFlags([]string{"-v", "-1"}, func(string) string { return "" }, io.Discard); err == nil || !strings.Contains(err.Error(), "-v -1") {
+		t.Errorf("-v -1: %v, want a refusal naming it", err)
 	}
 }

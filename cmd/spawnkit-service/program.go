@@ -197,7 +197,7 @@ func (p *program) serve(ctx context.Context) error {
 		}
 	}
 	scheme := "http"
-	srv := bounds.server(api, log)
+	srv := bounds.server(api)
 	srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	if p.cert != nil {
 		scheme = "https"
@@ -215,12 +215,12 @@ func (p *program) serve(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		servers = append(servers, bounds.server(probes, log))
+		servers = append(servers, bounds.server(probes))
 		listeners = append(listeners, probeLn)
 		log.Info("serving the probes and metrics", "url", "http://"+probeLn.Addr().String()+"/readyz")
 	}
 	log.Info("serving the spawner API", "url", scheme+"://"+ln.Addr().String()+"/v1/", "leaderElect", p.f.leaderElect, "version", spawner.Version)
-	log.V(1).Info("HTTP bounds of the API and the probes", "header", bounds.header.String(), "body", bounds.body.String(),
+	log.V(1).Info("HTTP bounds of the API and the probes", "header", bounds.header.String(), "read", bounds.read.String(),
 		"write", bounds.write.String(), "idle", bounds.idle.String(), "maxHeaderBytes", bounds.maxHeaderBytes)
 	if len(cs) > 1 || p.f.clusters != "" {
 		names := make([]string, len(cs))
