@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/orphan"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -531,5 +532,77 @@ func TestClusterRetiredOrRenamed(t *testing.T) {
 	next := spawnReady(t, m3, bob, "")
 	if next.Cluster != "a" {
 		t.Errorf("bob's next start went to %q, want a (b is retired)", next.Cluster)
+	}
+}
+
+// TestConfigChangeMidStart: a Manager shut down while a start waits for
+// its pod to be ready (the start is detached, its pod kept), and a new
+// Manager under a new pod_name_template: the new one resumes the start
+// at the pod's recorded name and the server runs there; no second pod.
+func TestConfigChangeMidStart(t *testing.T) {
+	ctx := ctxTimeout(t, 120*time.Second)
+	hub := newNamespace(t)
+	slow := func(tmpl string) spawner.Config {
+		cfg := baseConfig(hub)
+		cfg.PodNameTemplate = tmpl
+		cfg.ExtraAnnotations = map[string]string{testcluster.ReadyAfterAnnotation: "3s"}
+		return cfg
+	}
+	alice := naming.Server{Username: "midstart-alice"}
+	m1, stop1 := runManager(t, Options{Config: slow("jupyter-{user_server}"), Registry: newRegistry(t)})
+	if _, _, err := m1.Spawn(ctx, alice, SpawnOptions{Env: hubStart().Env}); err != nil {
+		t.Fatal(err)
+	}
+	pods := serverPods(t, cluster.Client, hub, alice.Username)
+	if len(pods) != 1 {
+		t.Fatalf("Spawn returned with pods %v; want its pod made", podNames(pods))
+	}
+	stop1()
+
+	m2, _ := runManager(t, Options{Config: slow("nb-{user_server}"), Registry: newRegistry(t)})
+	st := waitStatus(t, m2, alice, "running", phaseIs(PhaseRunning))
+	if st.State.PodName != pods[0].Name {
+		t.Errorf("alice runs as %q, want her pod %q", st.State.PodName, pods[0].Name)
+	}
+	if after := serverPods(t, cluster.Client, hub, alice.Username); len(after) != 1 || after[0].UID != pods[0].UID {
+		t.Errorf("alice's pods after the resume: %v, want only %s", podNames(after), pods[0].Name)
+	}
+}
+
+// TestSeedRacesSpawn: a hub's Seed (its saved state, naming a stopped
+// server's claim) and a Spawn of the same server at once, for many
+// servers: every server ends running with exactly one pod, and a
+// server's claim name is its State's either way.
+func TestSeedRacesSpawn(t *testing.T) {
+	ctx := ctxTimeout(t, 120*time.Second)
+	hub := newNamespace(t)
+	m, _ := runManager(t, Options{Config: baseConfig(hub), Registry: newRegistry(t)})
+	const n = 12
+	errs := make(chan error, 2*n)
+	for i := range n {
+		s := naming.Server{Username: fmt.Sprintf("race-%d", i)}
+		go func() {
+			_, err := m.Seed(ctx, Seed{Server: s, State: spawner.State{PodName: "old-" + s.Username, Namespace: hub, StartID: "x"}})
+			if errors.Is(err, ErrNotFound) {
+				err = nil
+			}
+			errs <- err
+		}()
+		go func() {
+			_, _, err := m.Spawn(ctx, s, SpawnOptions{Env: hubStart().Env})
+			errs <- err
+		}()
+	}
+	for range 2 * n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	for i := range n {
+		s := naming.Server{Username: fmt.Sprintf("race-%d", i)}
+		st := waitStatus(t, m, s, "running", phaseIs(PhaseRunning))
+		if pods := serverPods(t, cluster.Client, hub, s.Username); len(pods) != 1 || pods[0].Name != st.State.PodName {
+			t.Errorf("%s: pods %v, status names %q", s.Username, podNames(pods), st.State.PodName)
+		}
 	}
 }

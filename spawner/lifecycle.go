@@ -84,7 +84,7 @@ func (s *Spawner) pollCached(ctx context.Context) (Status, func(context.Context)
 	in := urlInputsOf(&s.state, nil)
 	url, urlOf, last := s.poll.url, s.poll.urlOf, s.state.URL
 	informerNS := ns
-	if s.b.cfg.EnableUserNamespaces {
+	if s.b.watchAll {
 		informerNS = metav1.NamespaceAll // as podsHandle takes it
 	}
 	pods, held := s.pods.current(informerNS)

@@ -402,7 +402,7 @@ func (s *Spawner) cleanupPod(ctx context.Context, run *startRun) error {
 func (s *Spawner) podsHandleAfterClose(ctx context.Context, ns string) (*reflector.Pods, func(), error) {
 	p, err := s.podsHandle(ctx, ns)
 	if errors.Is(err, ErrClosed) {
-		if s.b.cfg.EnableUserNamespaces {
+		if s.b.watchAll {
 			ns = metav1.NamespaceAll // the informer podsHandle would take
 		}
 		p, err = s.b.registry.Pods(ctx, ns)

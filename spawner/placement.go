@@ -88,7 +88,7 @@ func (f *Factory) Namespaces() (namespaces []string, all bool, open string) {
 	}
 	// A templated retired namespace is one per user: only a watch of
 	// every namespace sees them all.
-	return namespaces, f.cfg.EnableUserNamespaces || len(f.retiredNamers) > 0, f.openNS
+	return namespaces, f.watchAll, f.openNS
 }
 
 // CheckPlacement reports whether pod, found in the cluster carrying

@@ -127,6 +127,11 @@ type Factory struct {
 	// render the templated ones per server.
 	retired       []string
 	retiredNamers []*naming.Namer
+	// watchAll is set when a server's pod can be in any namespace
+	// (enable_user_namespaces, a templated retired namespace): its
+	// Spawners then share the informer of all namespaces, as the
+	// Manager holds it.
+	watchAll bool
 	// woken, set by tests only, is called each time a start's wait is
 	// woken by its subscription.
 	woken func()
@@ -170,6 +175,7 @@ func NewFactory(opts Options) (*Factory, error) {
 	if err := f.setRetired(); err != nil {
 		return nil, err
 	}
+	f.watchAll = cfg.EnableUserNamespaces || len(f.retiredNamers) > 0
 	if f.clock == nil {
 		f.clock = clock.RealClock{}
 	}
@@ -418,10 +424,11 @@ func (h *hold[T]) take() (T, bool) {
 }
 
 // holdOn returns s's hold on the informer of ns (all namespaces with
-// enable_user_namespaces), acquiring it and releasing the one it replaces.
+// enable_user_namespaces or a templated retired namespace: watchAll),
+// acquiring it and releasing the one it replaces.
 func holdOn[T informer](ctx context.Context, s *Spawner, h *hold[T], ns string, acquire func(context.Context, string) (T, error)) (T, error) {
 	var zero T
-	if s.b.cfg.EnableUserNamespaces {
+	if s.b.watchAll {
 		ns = metav1.NamespaceAll
 	}
 	s.mu.Lock()
