@@ -2,6 +2,8 @@ package manager_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 
@@ -64,5 +66,30 @@ func Example() {
 	}
 	if _, err := m.Stop(ctx, alice, spawner.StopOptions{}); err != nil {
 		log.Fatal(err)
+	}
+}
+
+// A hub that saved a server's State (its database) gives it back when
+// the Manager may not know the server: after either restarted under a
+// changed configuration. The server is then found where the State says,
+// in a namespace the configuration still trusts (retired_namespaces
+// keeps an old one trusted). (It needs a running Manager, so it is
+// compiled, not run.)
+func ExampleManager_Seed() {
+	var m *manager.Manager // started as in Example
+	ctx := context.Background()
+	saved := `{"pod_name":"jupyter-alice","namespace":"jhub-old","pvc_name":"claim-alice"}` // from the hub's database
+	var st spawner.State
+	if err := json.Unmarshal([]byte(saved), &st); err != nil {
+		log.Fatal(err)
+	}
+	status, err := m.Seed(ctx, manager.Seed{Server: naming.Server{Username: "alice"}, State: st})
+	switch {
+	case errors.Is(err, manager.ErrStateRefused):
+		log.Print(err) // names the option to set, e.g. retired_namespaces
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Println(status.Phase, status.URL)
 	}
 }
