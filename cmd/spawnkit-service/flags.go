@@ -10,6 +10,12 @@ import (
 	"time"
 )
 
+// maxVerbosity is the highest -v. The logger is client-go's too (it
+// takes it from the context), and from V(8) client-go logs the body of
+// every API request and answer (rest.Request's logBody), a Secret
+// holding a hub's token among them: no -v may print a token.
+const maxVerbosity = 7
+
 // flags are the command line, validated as a whole by parseFlags.
 type flags struct {
 	kubeconfig, config  string
@@ -54,7 +60,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (fl
 	fs.DurationVar(&f.reloadInterval, "reload-interval", 2*time.Second, "how often the token and certificate files are checked for changes")
 	fs.Float64Var(&f.kubeQPS, "kube-api-qps", 50, "client-side rate limit on API server requests per second (client-go's default of 5 throttles spawns)")
 	fs.IntVar(&f.kubeBurst, "kube-api-burst", 100, "burst of -kube-api-qps")
-	fs.IntVar(&f.verbosity, "v", 0, "log verbosity: 0 logs each request, reload and failure; 1 adds details (the HTTP bounds, each API server's version); no level logs a token")
+	fs.IntVar(&f.verbosity, "v", 0, fmt.Sprintf("log verbosity, 0 to %d: 0 logs each request, reload and failure; 1 adds details (the HTTP bounds, each API server's version), 2 to %d client-go's (informers, retries, the Lease); no level logs a token", maxVerbosity, maxVerbosity))
 	fs.BoolVar(&f.check, "check", false, "check the flags, the token, the configuration and the certificate, then exit without contacting the cluster")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -114,8 +120,8 @@ func (f flags) validate() error {
 	if f.kubeQPS <= 0 || f.kubeBurst <= 0 {
 		errs = append(errs, fmt.Errorf("-kube-api-qps %g and -kube-api-burst %d: want positive numbers", f.kubeQPS, f.kubeBurst))
 	}
-	if f.verbosity < 0 {
-		errs = append(errs, fmt.Errorf("-v %d: want 0 or more", f.verbosity))
+	if f.verbosity < 0 || f.verbosity > maxVerbosity {
+		errs = append(errs, fmt.Errorf("-v %d: want 0 to %d (from 8, client-go logs the bodies of its API requests and answers, and with them the Secrets that hold the hub's tokens)", f.verbosity, maxVerbosity))
 	}
 	return errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -102,7 +103,8 @@ func TestHelpShowsOnlyOwnFlags(t *testing.T) {
 }
 
 // TestVerbosity: -v sets the level logged (V(1) lines appear from -v 1
-// on, never at the default), and a negative level is refused.
+// on, never at the default), and a level below 0 or above maxVerbosity
+// (where client-go logs request bodies, Secrets among them) is refused.
 func TestVerbosity(t *testing.T) {
 	for _, c := range []struct {
 		args  []string
@@ -111,7 +113,7 @@ func TestVerbosity(t *testing.T) {
 	}{
 		{nil, 0, 1},
 		{[]string{"-v", "1"}, 1, 2},
-		{[]string{"-v", "10"}, 10, 2},
+		{[]string{"-v", strconv.Itoa(maxVerbosity)}, maxVerbosity, 2},
 	} {
 		f, err := parseFlags(c.args, func(string) string { return "" }, io.Discard)
 		if err != nil || f.verbosity != c.want {
@@ -125,7 +127,9 @@ func TestVerbosity(t *testing.T) {
 			t.Errorf("-v %d logged %d of a V(0) and a V(1) line, want %d:\n%s", f.verbosity, got, c.lines, out.String())
 		}
 	}
-	if _, err := parseFlags([]string{"-v", "-1"}, func(string) string { return "" }, io.Discard); err == nil || !strings.Contains(err.Error(), "-v -1") {
-		t.Errorf("-v -1: %v, want a refusal naming it", err)
+	for _, v := range []string{"-1", strconv.Itoa(maxVerbosity + 1), "10"} {
+		if _, err := parseFlags([]string{"-v", v}, func(string) string { return "" }, io.Discard); err == nil || !strings.Contains(err.Error(), "-v "+v) {
+			t.Errorf("-v %s: %v, want a refusal naming it", v, err)
+		}
 	}
 }
