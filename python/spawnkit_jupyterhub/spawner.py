@@ -353,6 +353,7 @@ class SpawnkitSpawner(Spawner):
             self._remember(status)
             url = await self._wait_ready()
             self._server_url = url
+            await self._refresh_state()
             return url
         except SpawnkitError as e:
             failure = for_jupyterhub(e)
@@ -456,6 +457,17 @@ class SpawnkitSpawner(Spawner):
                     reason="Timeout",
                 )
             await asyncio.sleep(self.service_retry_interval)
+
+    async def _refresh_state(self):
+        """Reads the state as the start left it, for the get_state that
+        JupyterHub saves once start() returns: the start's answer was
+        given before the server's claim existed, so it lacks pvc_name,
+        which a later start needs whatever pvc_name_template says by
+        then. Best effort: a poll brings it too."""
+        try:
+            self._remember(await self._request("GET", self._server_path(), not_found_ok=True))
+        except SpawnkitError as e:
+            self.log.warning("spawnkit: %s is ready, but its state could not be read: %s", self._log_name, e)
 
     async def _start_again(self):
         """The service no longer knows the server this start is waiting

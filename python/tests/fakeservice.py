@@ -159,14 +159,16 @@ class _ServerHandler(web.RequestHandler):
             self._json(200, self.fake.servers[path])
             return
         state = {"pod_name": "jupyter-x", "namespace": "default"}
-        if self.fake.claims:
-            state["pvc_name"] = (seed or {}).get("pvc_name") or "claim-x"
         status = {"phase": "starting", "ready": False, "exit_code": None, "state": state}
         if self.fake.lose_starts > 0:
             self.fake.lose_starts -= 1
         else:
             self.fake.servers[path] = status
         self._json(self.fake.start_status, status)
+        if self.fake.claims:
+            # As the service: the claim is named in the state once it
+            # exists, after the start's answer.
+            status["state"] = dict(state, pvc_name=(seed or {}).get("pvc_name") or "claim-x")
 
     async def put(self, path, sub):
         if self.fake.get_errors:

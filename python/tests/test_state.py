@@ -185,6 +185,15 @@ class ClaimAcrossStopsTest(ServiceTestCase):
         (post,) = self.service.calls("POST")
         self.assertEqual(post.body["state"], {"pvc_name": "claim-x"})
 
+    async def test_the_state_saved_after_start_names_the_claim(self):
+        # JupyterHub saves get_state() once start() returns; the claim is
+        # made after the start's answer, so the state is read again.
+        self.service.claims = True
+        spawner = make_spawner(self.service.url)
+        await spawner.start()
+        self.assertEqual(self.service.calls("POST")[0].body.get("state"), None)
+        self.assertEqual(spawner.get_state()["spawnkit_state"]["pvc_name"], "claim-x")
+
     async def test_without_a_claim_nothing_is_kept(self):
         spawner = make_spawner(self.service.url)
         await spawner.start()
@@ -202,7 +211,7 @@ class NoStateTest(ServiceTestCase):
         self.assertNotIn("state", self.service.calls("POST")[0].body)
         self.assertIsNone(await spawner.poll())
         await spawner.stop()
-        self.assertEqual(methods(self.service), ["GET", "POST", "GET", "DELETE"])
+        self.assertEqual(methods(self.service), ["GET", "POST", "GET", "GET", "DELETE"])
 
     async def test_a_stop_of_a_server_the_service_lost_without_state(self):
         spawner = make_spawner(self.service.url)
