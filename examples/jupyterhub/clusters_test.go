@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/naming"
@@ -145,29 +144,16 @@ func TestJupyterHubSecondCluster(t *testing.T) {
 // profile, "remote", whose kubernetes_cluster is b.
 func writeRemoteProfile(t *testing.T, file string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "spawner-service.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := yaml.Unmarshal(data, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	profiles, ok := cfg["profile_list"].([]any)
-	if !ok {
-		t.Fatalf("testdata/spawner-service.yaml has no profile_list")
-	}
-	cfg["profile_list"] = append(profiles, map[string]any{
-		"display_name": "Remote", "slug": "remote", "description": "In the second cluster.",
-		"kubespawner_override": map[string]any{"kubernetes_cluster": "b"},
+	writeServiceConfig(t, file, func(cfg map[string]any) {
+		profiles, ok := cfg["profile_list"].([]any)
+		if !ok {
+			t.Fatalf("testdata/spawner-service.yaml has no profile_list")
+		}
+		cfg["profile_list"] = append(profiles, map[string]any{
+			"display_name": "Remote", "slug": "remote", "description": "In the second cluster.",
+			"kubespawner_override": map[string]any{"kubernetes_cluster": "b"},
+		})
 	})
-	out, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(file, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // stateCluster is the cluster in the spawnkit state the hub stored.
