@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -296,5 +297,227 @@ func TestAttack42SeedDuringStopAndDeleteForever(t *testing.T) {
 	}
 	if st, err := m.Status(bob); err != nil || st.Phase != PhaseRunning {
 		t.Errorf("bob: %+v, %v", st, err)
+	}
+}
+
+// plant42 creates in ns, under name, the pod spawnkit would make for
+// srv under cfg, with a state record that names the pod itself (name,
+// namespace and start id: what recordsItself accepts) and sends the user
+// to the attacker, and waits until it runs.
+func plant42(t *testing.T, ctx context.Context, cfg spawner.Config, srv naming.Server, ns, name string) *corev1.Pod {
+	t.Helper()
+	o, err := newSpawner(t, srv, cfg).Plan(ctx, hubStart())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := o.Pod.DeepCopy()
+	pod.Namespace, pod.Name = ns, name
+	st := o.State
+	st.PodName, st.Namespace, st.StartID = name, ns, "planted-start"
+	st.ConnectHost = attackerHost
+	st.URL = "http://" + attackerHost + ":8888"
+	pod.Annotations[spawner.StartIDAnnotation] = "planted-start"
+	pod.Annotations[spawner.StateAnnotation] = st.String()
+	return createRunning(t, ctx, pod)
+}
+
+// TestAttack42RetiredTemplateOverlapsAnotherUsersNamespace: the most
+// common user-namespace change, from z2jh's default template
+// "{hubnamespace}-{username}" (listed as retired) to one with a prefix,
+// "{hubnamespace}-user-{username}". User "x"'s own namespace under
+// today's template, <hub>-user-x, is what the retired template renders
+// for user "user-x". A pod planted in x's own namespace claiming user
+// "user-x" (spawnkit's labels, the victim's owner annotations, a state
+// record naming itself) must not become user-x's server: A's trusted
+// namespaces are A's own, never another user's.
+func TestAttack42RetiredTemplateOverlapsAnotherUsersNamespace(t *testing.T) {
+	ctx := ctxTimeout(t, 120*time.Second)
+	hub := newNamespace(t)
+	cfg := baseConfig(hub)
+	cfg.EnableUserNamespaces = true
+	cfg.UserNamespaceTemplate = "{hubnamespace}-user-{username}"
+	cfg.RetiredNamespaces = []string{"{hubnamespace}-{username}"}
+	attacker := naming.Server{Username: "a42x"}
+	victim := naming.Server{Username: "user-a42x"}
+	attackerNS := newSpawner(t, attacker, cfg).State().Namespace
+	if attackerNS != hub+"-user-a42x" {
+		t.Fatalf("the attacker's own namespace is %q, want %q", attackerNS, hub+"-user-a42x")
+	}
+	if victimNS := newSpawner(t, victim, cfg).State().Namespace; victimNS == attackerNS {
+		t.Fatalf("the victim's own namespace is the attacker's (%q): not the case under test", victimNS)
+	}
+	plant42(t, ctx, cfg, victim, attackerNS, "innocent-looking")
+
+	logs := newLogLines()
+	m := startManager(t, logs.ctx(ctx), Options{Config: cfg})
+	time.Sleep(time.Second)
+	if st, err := m.Status(victim); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a pod planted in user %q's own namespace %s was adopted as user %q's server: phase %s, URL %s (%v)",
+			attacker.Username, attackerNS, victim.Username, st.Phase, st.URL, err)
+	}
+}
+
+// TestAttack42SeedNamesAPodThatAppearsLater: a hub's state for carol
+// names the pod name bob's server gets (bob has no pod yet, so Seed
+// cannot see whose it is and takes it). Bob starts. Nothing carol's
+// hub does may touch bob's pod: not carol's Stop, not carol's Spawn
+// (which replaces "carol's earlier pod"); and carol must still be able
+// to start (a stale state must not wedge her server).
+func TestAttack42SeedNamesAPodThatAppearsLater(t *testing.T) {
+	ctx := ctxTimeout(t, 120*time.Second)
+	hub := newNamespace(t)
+	cfg := baseConfig(hub)
+	m, _ := runManager(t, Options{Config: cfg, Registry: newRegistry(t)})
+	carol, bob := naming.Server{Username: "s42-carol"}, naming.Server{Username: "s42-bob"}
+	bobPod := newSpawner(t, bob, cfg).State().PodName
+
+	st, err := m.Seed(ctx, Seed{Server: carol, State: spawner.State{Namespace: hub, PodName: bobPod, StartID: "old"}})
+	if err != nil {
+		t.Fatalf("Seed of carol naming a pod that does not exist: %v", err)
+	}
+	t.Logf("carol seeded: %s at %s/%s", st.Phase, st.State.Namespace, st.State.PodName)
+	if _, _, err := m.Spawn(ctx, bob, SpawnOptions{Env: hubStart().Env}); err != nil {
+		t.Fatal(err)
+	}
+	bobSt := waitStatus(t, m, bob, "running", phaseIs(PhaseRunning))
+	pods := serverPods(t, cluster.Client, hub, bob.Username)
+	if len(pods) != 1 || pods[0].Name != bobPod {
+		t.Fatalf("bob's pods: %v", podNames(pods))
+	}
+	bobUID := pods[0].UID
+
+	stopSt, stopErr := m.Stop(ctx, carol, spawner.StopOptions{})
+	t.Logf("Stop(carol): %s (%s: %s), %v", stopSt.Phase, stopSt.Reason, stopSt.Message, stopErr)
+	if p, err := cluster.Client.CoreV1().Pods(hub).Get(ctx, bobPod, metav1.GetOptions{}); err != nil || p.UID != bobUID || p.DeletionTimestamp != nil {
+		t.Fatalf("carol's Stop touched bob's pod (%v)", err)
+	}
+	if stopErr != nil {
+		t.Errorf("Stop of carol, stopped with a stale state: %v; want success (stopping a stopped server is success), bob's pod untouched", stopErr)
+	}
+
+	for i := range 2 {
+		_, started, err := m.Spawn(ctx, carol, SpawnOptions{Env: hubStart().Env})
+		if err != nil || !started {
+			t.Fatalf("Spawn %d of carol: started %v, %v", i, started, err)
+		}
+		got := waitStatus(t, m, carol, "running or failed", func(s Status) bool { return s.Phase == PhaseRunning || s.Phase == PhaseFailed })
+		t.Logf("carol's start %d: %s (%s: %s)", i, got.Phase, got.Reason, got.Message)
+		if p, err := cluster.Client.CoreV1().Pods(hub).Get(ctx, bobPod, metav1.GetOptions{}); err != nil || p.UID != bobUID || p.DeletionTimestamp != nil {
+			t.Fatalf("carol's Spawn touched bob's pod (%v)", err)
+		}
+		if got.Phase == PhaseRunning {
+			break
+		}
+		if !strings.Contains(got.Message, bob.Username) {
+			t.Errorf("carol's failed start does not name bob, whose pod it met: %q", got.Message)
+		}
+		if i == 1 {
+			t.Errorf("carol can never start while bob runs: a stale state wedges her server (%s)", got.Message)
+		}
+	}
+	if st, _ := m.Status(bob); st.Phase != PhaseRunning || st.URL != bobSt.URL {
+		t.Errorf("bob after carol's calls: %+v", st)
+	}
+}
+
+// TestAttack42SeededInUnseenCluster: with cluster b not seen since the
+// Manager started (its API server does not answer), a server the hub's
+// state puts in b is "unknown" (it may run there). A Spawn of it must
+// not start a second copy elsewhere, whatever b's standing (here
+// retired, so placement would pick a).
+func TestAttack42SeededInUnseenRetiredCluster(t *testing.T) {
+	ctx := ctxTimeout(t, 120*time.Second)
+	hub := newNamespace(t)
+	client, reg := unreachableCluster(t)
+	m, _ := runManager(t, Options{Config: baseConfig(hub), Clusters: []Cluster{
+		{Name: "a", Client: cluster.Client, Registry: newRegistry(t)},
+		{Name: "b", Client: client, Registry: reg, Retired: true},
+	}})
+	bob := naming.Server{Username: "u42-bob"}
+	st, err := m.Seed(ctx, Seed{Server: bob, State: spawner.State{Cluster: "b", Namespace: hub, PodName: "jupyter-u42-bob", StartID: "s"}})
+	if err != nil || st.Phase != PhaseUnknown || st.ExitCode != nil {
+		t.Fatalf("bob seeded in unseen b: %s (%s), exit %v, %v; want unknown", st.Phase, st.Reason, st.ExitCode, err)
+	}
+	st, started, err := m.Spawn(ctx, bob, SpawnOptions{Env: hubStart().Env})
+	if started {
+		t.Errorf("Spawn of bob, whom the hub's state puts in unseen cluster b (status unknown): started in %q (%v); want refused, cluster b unavailable: a second copy if bob runs in b", st.Cluster, err)
+	}
+}
+
+// TestAttack42SeedWithoutClusterWhileAClusterIsUnseen: a state saved
+// before the hub ran several clusters names no cluster. With cluster b
+// not seen since the Manager started, the server may run in b: its
+// status must not be "stopped" (the hub's poll would end it).
+func TestAttack42SeedWithoutClusterWhileAClusterIsUnseen(t *testing.T) {
+	ctx := ctxTimeout(t, 120*time.Second)
+	hub := newNamespace(t)
+	client, reg := unreachableCluster(t)
+	m, _ := runManager(t, Options{Config: baseConfig(hub), Clusters: []Cluster{
+		{Name: "a", Client: cluster.Client, Registry: newRegistry(t)},
+		{Name: "b", Client: client, Registry: reg, Retired: true},
+	}})
+	carol := naming.Server{Username: "u42-carol"}
+	if _, err := m.Status(carol); !errors.Is(err, ErrClusterUnavailable) {
+		t.Fatalf("carol unknown while b is unseen: %v, want ErrClusterUnavailable", err)
+	}
+	st, err := m.Seed(ctx, Seed{Server: carol, State: spawner.State{Namespace: hub, PodName: "jupyter-u42-carol", StartID: "s"}})
+	if err == nil && (st.Phase == PhaseStopped || st.Phase == PhaseFailed) {
+		t.Errorf("carol, seeded with a state naming no cluster while b is unseen: %s (%s); want unknown (she may run in b), as before the state", st.Phase, st.Reason)
+	}
+	if st, err := m.Poll(ctx, carol); err == nil && st.Phase == PhaseStopped {
+		t.Errorf("Poll(carol) = %s, exit %v; a hub records her stopped", st.Phase, st.ExitCode)
+	}
+}
+
+// TestAttack42TemplateChangeReusesAnotherUsersOldName: no hostile state:
+// pod_name_template changes from "jupyter-{username}" to "{username}".
+// Alice's server, recovered under its old name jupyter-alice, is stopped;
+// user "jupyter-<alice>" then starts, and today's template gives that
+// user exactly alice's old pod name. Alice's next start replaces "her
+// earlier pod" at her old name, which is now the other user's: it must
+// leave it alone and start alice (her earlier pod is gone), not fail
+// every time while the other user runs.
+func TestAttack42TemplateChangeReusesAnotherUsersOldName(t *testing.T) {
+	ctx := ctxTimeout(t, 150*time.Second)
+	hub := newNamespace(t)
+	alice := naming.Server{Username: "r42-alice"}
+	other := naming.Server{Username: "jupyter-r42-alice"}
+	m1, stop1 := runManager(t, Options{Config: baseConfig(hub), Registry: newRegistry(t)})
+	if _, _, err := m1.Spawn(ctx, alice, SpawnOptions{Env: hubStart().Env}); err != nil {
+		t.Fatal(err)
+	}
+	was := waitStatus(t, m1, alice, "running", phaseIs(PhaseRunning))
+	stop1()
+
+	after := baseConfig(hub)
+	after.PodNameTemplate = "{username}"
+	m2, _ := runManager(t, Options{Config: after, Registry: newRegistry(t)})
+	if st, err := m2.Status(alice); err != nil || st.Phase != PhaseRunning || st.State.PodName != was.State.PodName {
+		t.Fatalf("alice after the change: %+v, %v", st, err)
+	}
+	if _, err := m2.Stop(ctx, alice, spawner.StopOptions{Now: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m2.Spawn(ctx, other, SpawnOptions{Env: hubStart().Env}); err != nil {
+		t.Fatal(err)
+	}
+	ost := waitStatus(t, m2, other, "running", phaseIs(PhaseRunning))
+	if ost.State.PodName != was.State.PodName {
+		t.Fatalf("the other user's pod is %q, want alice's old name %q (the case under test)", ost.State.PodName, was.State.PodName)
+	}
+	otherUID := serverPods(t, cluster.Client, hub, other.Username)[0].UID
+
+	if st, err := m2.Stop(ctx, alice, spawner.StopOptions{}); err != nil {
+		t.Errorf("Stop of stopped alice: %s (%s), %v; want success", st.Phase, st.Reason, err)
+	}
+	if _, _, err := m2.Spawn(ctx, alice, SpawnOptions{Env: hubStart().Env}); err != nil {
+		t.Fatal(err)
+	}
+	got := waitStatus(t, m2, alice, "running or failed", func(s Status) bool { return s.Phase == PhaseRunning || s.Phase == PhaseFailed })
+	if got.Phase != PhaseRunning {
+		t.Errorf("alice's start after the change: %s (%s: %s); want running under today's name", got.Phase, got.Reason, got.Message)
+	}
+	if p := serverPods(t, cluster.Client, hub, other.Username); len(p) != 1 || p[0].UID != otherUID || p[0].DeletionTimestamp != nil {
+		t.Errorf("the other user's pod was touched: %v", podNames(p))
 	}
 }

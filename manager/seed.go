@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spawnkit/spawnkit/naming"
@@ -76,6 +77,14 @@ func (m *Manager) seedOne(ctx context.Context, sd Seed) (*entry, error) {
 		return e, nil
 	}
 	c := m.cells[0]
+	if st.Cluster == "" && m.multi {
+		// A State saved with one cluster names none: the server may be
+		// in any; until every cluster has been looked at, it is as
+		// unknown as before the State came.
+		if err := m.unknown(srv); !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+	}
 	if st.Cluster != "" {
 		var ok bool
 		if c, ok = m.byName[st.Cluster]; !ok {

@@ -77,6 +77,13 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 		if phase == PhaseStarting || phase == PhaseRunning {
 			return view, false, nil
 		}
+		if view.Phase == PhaseUnknown && view.Reason == ReasonClusterUnavailable {
+			// Seeded in a cluster not looked at since Start, or away: it
+			// may run there (retired or not), and a start elsewhere
+			// would be a second copy.
+			return view, false, fmt.Errorf("manager: server %q of user %q may run in cluster %q, which has not been seen since the Manager started: %w",
+				s.Servername, s.Username, c.name, &ClusterUnavailableError{Cluster: c.name, Since: m.opts.Clock.Now()})
+		}
 		prev = c
 	}
 

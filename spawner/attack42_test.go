@@ -47,3 +47,40 @@ func TestAttack42OtherUsersNamespaceNeverTrusted(t *testing.T) {
 		t.Errorf("bob's namespace %s trusted for alice", nb.Namespace)
 	}
 }
+
+// TestAttack42RetiredNamespaceIsAnotherUsersOwn: a retired namespace
+// (templated or literal) that is, under today's user_namespace_template,
+// another user's own namespace must not make pods there trusted for a
+// user it was not that user's. (1) z2jh's default template
+// "{hubnamespace}-{username}" retired for "{hubnamespace}-user-{username}":
+// the retired template renders, for user "user-x", the namespace that is
+// user x's own today. (2) a retired literal namespace "<hub>-old", which
+// is user "old"'s own namespace today (default template).
+func TestAttack42RetiredNamespaceIsAnotherUsersOwn(t *testing.T) {
+	hub := newNamespace(t)
+	for _, c := range []struct {
+		name, template, retired, attacker, victim string
+	}{
+		{"templated", "{hubnamespace}-user-{username}", "{hubnamespace}-{username}", "x", "user-x"},
+		{"literal", "{hubnamespace}-{username}", hub + "-old", "old", "alice"},
+	} {
+		cfg := baseConfig(hub)
+		cfg.EnableUserNamespaces = true
+		cfg.UserNamespaceTemplate = c.template
+		cfg.RetiredNamespaces = []string{c.retired}
+		f, err := NewFactory(Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		own, _ := f.namer.Names(naming.Server{Username: c.attacker})
+		victim := naming.Server{Username: c.victim}
+		if vn, _ := f.namer.Names(victim); vn.Namespace == own.Namespace {
+			t.Fatalf("%s: victim and attacker share a namespace: not the case under test", c.name)
+		}
+		pod := selfRecorded(own.Namespace, "innocent-looking", c.victim)
+		if err := f.CheckPlacement(victim, pod, nil); err == nil {
+			t.Errorf("%s: a pod in user %q's own namespace %s claiming user %q is trusted as %q's server (retired_namespaces %q)",
+				c.name, c.attacker, own.Namespace, c.victim, c.victim, c.retired)
+		}
+	}
+}

@@ -265,12 +265,26 @@ func (s *Spawner) stop(ctx context.Context, opts StopOptions) error {
 	if opts.Now {
 		grace = 0
 	}
-	return s.stopAt(ctx, s.State(), grace)
+	st := s.State()
+	return s.stopAt(ctx, st, grace, st.PodName != s.names.Pod || st.Namespace != s.names.Namespace)
 }
 
 // stopAt deletes the server's pod at st's names, if there is one, and
-// waits until the API server no longer has it.
-func (s *Spawner) stopAt(ctx context.Context, st State, grace int64) error {
+// waits until the API server no longer has it. earlier says st's names
+// are not today's (a configuration changed since they were used): a pod
+// of another server there (one that today's templates give those names)
+// then means this server's pod is gone, and is left alone; under today's
+// names it is a *CollisionError.
+func (s *Spawner) stopAt(ctx context.Context, st State, grace int64, earlier bool) error {
+	err := s.stopPodAt(ctx, st, grace)
+	var ce *CollisionError
+	if earlier && errors.As(err, &ce) {
+		return nil
+	}
+	return err
+}
+
+func (s *Spawner) stopPodAt(ctx context.Context, st State, grace int64) error {
 	pods, err := s.podsHandle(ctx, st.Namespace)
 	if err != nil {
 		return err

@@ -148,7 +148,8 @@ func recordsItself(pod *reflector.Pod) bool {
 
 // trustedNamespaces are the namespaces server's pod may be in: its own
 // (own, as the namer renders it today), the profiles', and the retired
-// ones, rendered for server.
+// ones, rendered for server, unless one is another user's own namespace
+// today (anotherUsersOwn).
 func (f *Factory) trustedNamespaces(server naming.Server, own string) []string {
 	want := []string{own}
 	add := func(ns string) {
@@ -159,12 +160,17 @@ func (f *Factory) trustedNamespaces(server naming.Server, own string) []string {
 	for _, ns := range f.profileNS {
 		add(ns)
 	}
+	retired := func(ns string) {
+		if !f.anotherUsersOwn(server, own, ns) {
+			add(ns)
+		}
+	}
 	for _, ns := range f.retired {
-		add(ns)
+		retired(ns)
 	}
 	for _, n := range f.retiredNamers {
 		if names, err := n.Names(server); err == nil {
-			add(names.Namespace)
+			retired(names.Namespace)
 		}
 	}
 	return want

@@ -132,6 +132,10 @@ type Factory struct {
 	// Spawners then share the informer of all namespaces, as the
 	// Manager holds it.
 	watchAll bool
+	// ownPrefix and ownSuffix surround the user name in the namespace
+	// today's user_namespace_template renders (ownShapeKnown: found).
+	ownPrefix, ownSuffix string
+	ownShapeKnown        bool
 	// woken, set by tests only, is called each time a start's wait is
 	// woken by its subscription.
 	woken func()
@@ -176,6 +180,7 @@ func NewFactory(opts Options) (*Factory, error) {
 		return nil, err
 	}
 	f.watchAll = cfg.EnableUserNamespaces || len(f.retiredNamers) > 0
+	f.setOwnNamespaceShape()
 	if f.clock == nil {
 		f.clock = clock.RealClock{}
 	}

@@ -219,13 +219,13 @@ func (s *Spawner) start(ctx context.Context, opts *StartOptions, em *emitter) (s
 // it is still there, and waits until it is gone: a start replaces the
 // server's earlier pod, as it does under the same name, so a server
 // never has two pods (which would both mount its claim). A pod there of
-// another server is a *CollisionError and is left alone.
+// another server (today's templates may give it those names) is not this
+// server's: it is left alone, and the start goes on.
 func (s *Spawner) removeEarlier(ctx context.Context, prev State, next *State, em *emitter) error {
 	if (prev.PodName == s.names.Pod && prev.Namespace == s.names.Namespace) || (prev.PodName == next.PodName && prev.Namespace == next.Namespace) {
 		return nil // today's names (a new Spawner's), or this start's
 	}
-	em.note(0, "Removing the server's earlier pod "+prev.Namespace+"/"+prev.PodName+" (its names have changed since)")
-	if err := s.stopAt(ctx, prev, int64(s.b.cfg.DeleteGracePeriod.Duration()/time.Second)); err != nil {
+	if err := s.stopAt(ctx, prev, int64(s.b.cfg.DeleteGracePeriod.Duration()/time.Second), true); err != nil {
 		return fmt.Errorf("spawner: removing the earlier pod %s/%s of server %q of user %q: %w",
 			prev.Namespace, prev.PodName, s.server.Servername, s.server.Username, err)
 	}
