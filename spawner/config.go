@@ -185,9 +185,10 @@ type Config struct {
 	// reported, polled, watched and stoppable; no start goes there. An
 	// entry is a namespace's name, or a template rendered per server
 	// like user_namespace_template ("{hubnamespace}-{username}"), which
-	// makes the Manager watch every namespace. Remove an entry once no
-	// server runs there (the Manager's List names each server's
-	// namespace).
+	// makes the Manager watch every namespace. A retired namespace that
+	// is some user's own namespace today (user_namespace_template) is
+	// trusted for that user only. Remove an entry once no server runs
+	// there (the Manager's List names each server's namespace).
 	RetiredNamespaces []string `json:"retired_namespaces"`
 	// EventMessageRules rewrite or drop the messages of the pod's
 	// Kubernetes events before they reach the hub's progress (spawnkit's
