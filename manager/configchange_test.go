@@ -411,6 +411,16 @@ func TestSeedAfterConfigChange(t *testing.T) {
 	if err != nil || st.Phase != PhaseStopped || st.State.PVCName != "claim-from-the-hub" {
 		t.Fatalf("dave seeded with a claim name: %+v, %v", st, err)
 	}
+	// A State whose pod is gone: stopped, exit status 1 (no pod), as a
+	// poll of it says.
+	ghost := naming.Server{Username: "seed-ghost"}
+	st, err = m.Seed(ctx, Seed{Server: ghost, State: spawner.State{PodName: "jupyter-seed-ghost", Namespace: hub}})
+	if err != nil || st.Phase != PhaseStopped || st.ExitCode == nil || *st.ExitCode != 1 {
+		t.Fatalf("a seeded server whose pod is gone: %+v, %v; want stopped with exit code 1", st, err)
+	}
+	if st, err = m.Poll(ctx, ghost); err != nil || st.ExitCode == nil || *st.ExitCode != 1 {
+		t.Fatalf("Poll of a seeded server whose pod is gone: %+v, %v; want exit code 1", st, err)
+	}
 	// No state: as Status.
 	if _, err := m.Seed(ctx, Seed{Server: naming.Server{Username: "seed-nobody"}}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a seed with no state of an unknown server: %v, want ErrNotFound", err)

@@ -411,7 +411,10 @@ func (m *Manager) entryWith(s naming.Server, c *cell, sp *spawner.Spawner) (*ent
 		}
 	}
 	e := &entry{key: keyOf(s), cell: c, sp: sp, changed: m.opts.Clock.Now()}
-	e.status = Status{User: s.Username, Server: s.Servername, Phase: PhaseStopped, State: sp.State()}
+	// Stopped with no pod: exit status 1, as KubeSpawner's poll says of
+	// a server without a pod (a server seeded from a hub's State whose
+	// pod is gone; a start or an adoption sets its own).
+	e.status = Status{User: s.Username, Server: s.Servername, Phase: PhaseStopped, State: sp.State(), ExitCode: intPtr(1)}
 	m.servers[e.key] = e
 	return e, nil
 }
