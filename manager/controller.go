@@ -420,7 +420,7 @@ func (m *Manager) trusted(c *cell, pod *reflector.Pod) bool {
 	m.mu.Lock()
 	log := m.log
 	m.mu.Unlock()
-	log.Info("ignoring a pod that claims a server but is not where its configuration puts it (a namespace that held servers before a configuration change belongs in retired_namespaces)",
+	log.Info("ignoring a pod that claims a server but is not where its configuration puts it",
 		"cluster", c.name, "pod", pod.Namespace+"/"+pod.Name, "uid", string(pod.UID), "user", srv.Username, "server", srv.Servername, "reason", err.Error())
 	return false
 }

@@ -27,11 +27,11 @@ type PlacementError struct {
 }
 
 func (e *PlacementError) Error() string {
-	if e.Pod != e.WantPod {
-		return fmt.Sprintf("spawner: pod %s/%s claims server %q of user %q, whose pod is named %q: not trusted",
+	if e.Pod != e.WantPod && slices.Contains(e.WantNamespaces, e.Namespace) {
+		return fmt.Sprintf("spawner: pod %s/%s claims server %q of user %q, whose pod is named %q, and neither its own state record nor the hub's names it: not trusted",
 			e.Namespace, e.Pod, e.Server.Servername, e.Server.Username, e.WantPod)
 	}
-	return fmt.Sprintf("spawner: pod %s/%s claims server %q of user %q, whose objects are only in namespace %s: not trusted",
+	return fmt.Sprintf("spawner: pod %s/%s claims server %q of user %q, whose objects are only in namespace %s (a namespace that held servers before a configuration change belongs in retired_namespaces): not trusted",
 		e.Namespace, e.Pod, e.Server.Servername, e.Server.Username, strings.Join(e.WantNamespaces, ", "))
 }
 
