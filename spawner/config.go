@@ -518,6 +518,9 @@ func (c Config) namingOptions() (naming.Options, error) {
 		NamespaceTemplate: c.UserNamespaceTemplate,
 		DNSTemplate:       c.DNSNameTemplate,
 	}
+	if c.secretUsesPVCName() {
+		o.SecretTemplate = "" // rendered by Plan (secretUsesPVCName)
+	}
 	switch c.TemplateSyntax {
 	case "", "kubespawner":
 		o.Syntax = naming.KubeSpawner

@@ -50,6 +50,8 @@ func (c Config) Override(overrides map[string]any) (Config, error) {
 			return Config{}, &ConfigError{Errs: errs}
 		}
 	}
+	// ov is a Go map: the environment names it adds come in name order.
+	env := envNamesOf(c.environmentEntries()).update(merged["environment"], ov, nil, nil)
 	applyOverrides(merged, ov)
 	data, err := json.Marshal(merged)
 	if err != nil {
@@ -63,7 +65,7 @@ func (c Config) Override(overrides map[string]any) (Config, error) {
 		}
 		// As in reload: the merge went through Go maps, which forget
 		// the order of `environment`.
-		out.environment = keepEnvOrder(out.environment, c.environmentEntries())
+		out.environment = orderEnv(out.environment, env)
 	})
 	if err != nil {
 		quoted := make([]string, len(keys))

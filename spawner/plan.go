@@ -230,6 +230,12 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 		return nil, fmt.Errorf("spawner: server %q of user %q: %w", server.Servername, server.Username, err)
 	}
 	r.secretName = names.Secret
+	secretErr := names.Check("secret_name")
+	if base.secretUsesPVCName() {
+		// Rendered with the fields at the secret's turn: the base
+		// configuration's, before the claim's name.
+		r.secretName, secretErr = base.secretName(names.Fields)
+	}
 
 	st.StartID = startID
 	st.Cluster = cluster
@@ -251,7 +257,11 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 		field string
 		used  bool
 	}{{"pvc_name", cfg.StoragePVCEnsure && st.PVCName == names.PVC}, {"secret_name", opts.SSL != nil}, {"dns_name", st.Services}} {
-		if err := names.Check(use.field); use.used && err != nil {
+		err := names.Check(use.field)
+		if use.field == "secret_name" {
+			err = secretErr
+		}
+		if use.used && err != nil {
 			return nil, fmt.Errorf("spawner: naming server %q of user %q: %w", server.Servername, server.Username, err)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -25,10 +24,29 @@ type Profile struct {
 	Description string `json:"description,omitempty"`
 	// KubeSpawnerOverride holds option names and values applied over the
 	// Config: a mapping merges into a mapping option (null removes a key),
-	// anything else replaces the option.
+	// anything else replaces the option. The environment names it adds
+	// come after those already set, in the order written (a name set
+	// again keeps its place), as in KubeSpawner's dict; in a profile
+	// list built in Go, which has no order, in name order.
 	KubeSpawnerOverride map[string]any `json:"kubespawner_override,omitempty"`
 	// ProfileOptions are the profile's choices, in order.
 	ProfileOptions OrderedOptions `json:"profile_options,omitempty"`
+	// envOrder is the order of KubeSpawnerOverride's environment keys
+	// as loaded (see overrideEnvOrder).
+	envOrder []string
+}
+
+// UnmarshalJSON decodes strictly and keeps the order of the override's
+// environment keys.
+func (p *Profile) UnmarshalJSON(data []byte) error {
+	type plain Profile
+	var v plain
+	if err := strictJSON(data, &v); err != nil {
+		return err
+	}
+	*p = Profile(v)
+	p.envOrder = overrideEnvOrder(data)
+	return nil
 }
 
 // ProfileOption is one choice a user makes within a profile.
@@ -43,6 +61,21 @@ type Choice struct {
 	DisplayName         string         `json:"display_name"`
 	Default             bool           `json:"default,omitempty"`
 	KubeSpawnerOverride map[string]any `json:"kubespawner_override,omitempty"`
+	// envOrder: as Profile's.
+	envOrder []string
+}
+
+// UnmarshalJSON decodes strictly and keeps the order of the override's
+// environment keys.
+func (c *Choice) UnmarshalJSON(data []byte) error {
+	type plain Choice
+	var v plain
+	if err := strictJSON(data, &v); err != nil {
+		return err
+	}
+	*c = Choice(v)
+	c.envOrder = overrideEnvOrder(data)
+	return nil
 }
 
 // UnlistedChoice lets a user type a value of their own; "{value}" in its
@@ -55,7 +88,9 @@ type UnlistedChoice struct {
 	ValidationMessage    string         `json:"validation_message,omitempty"`
 	KubeSpawnerOverride  map[string]any `json:"kubespawner_override,omitempty"`
 	// re is ValidationRegex compiled when the configuration is loaded.
-	re *regexp.Regexp
+	re *pyMatch
+	// envOrder: as Profile's.
+	envOrder []string
 }
 
 // UnmarshalJSON decodes strictly and compiles validation_regex once, so a
@@ -67,6 +102,7 @@ func (u *UnlistedChoice) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	*u = UnlistedChoice(p)
+	u.envOrder = overrideEnvOrder(data)
 	if u.ValidationRegex != "" {
 		re, err := compileMatch(u.ValidationRegex)
 		if err != nil {
@@ -262,7 +298,7 @@ func (c Config) ResolveWith(ctx context.Context, userOptions map[string]string, 
 		applyOverrides(merged, attrs)
 	}
 	if len(profiles) == 0 {
-		return c.reload(merged, "", userOptions)
+		return c.reload(merged, envNamesOf(c.environmentEntries()), "", userOptions)
 	}
 	profiles = initializeProfiles(profiles)
 	profile, err := pickProfile(profiles, userOptions["profile"])
@@ -273,6 +309,8 @@ func (c Config) ResolveWith(ctx context.Context, userOptions map[string]string, 
 	if err != nil {
 		return Config{}, fmt.Errorf("spawner: profile %q: kubespawner_override: %w", profile.Slug, err)
 	}
+	env := envNamesOf(c.environmentEntries())
+	env = env.update(merged["environment"], profileOverrides, profile.envOrder, nil)
 	applyOverrides(merged, profileOverrides)
 	// escapedFor are the template syntaxes unlisted values were escaped
 	// for; the final one must match, or a value could run as a template.
@@ -281,6 +319,7 @@ func (c Config) ResolveWith(ctx context.Context, userOptions map[string]string, 
 		unlisted := userOptions[opt.Name+"--unlisted-choice"]
 		choice := userOptions[opt.Name]
 		var overrides map[string]any
+		var envOrder []string
 		substitute := false
 		switch {
 		case unlisted != "":
@@ -309,21 +348,21 @@ func (c Config) ResolveWith(ctx context.Context, userOptions map[string]string, 
 					return Config{}, &ProfileError{Profile: profile.Slug, Option: opt.Name, Choice: unlisted, Msg: fmt.Sprintf("unlisted choice %q for %s rejected: %s", unlisted, opt.Name, msg)}
 				}
 			}
-			overrides, substitute = u.KubeSpawnerOverride, true
+			overrides, envOrder, substitute = u.KubeSpawnerOverride, u.envOrder, true
 			escapedFor = append(escapedFor, templateSyntax(merged))
 		case choice != "":
 			i := indexChoice(opt.Choices, choice)
 			if i < 0 {
 				return Config{}, &ProfileError{Profile: profile.Slug, Option: opt.Name, Choice: choice, Msg: fmt.Sprintf("no choice %q for %s; choices: %s", choice, opt.Name, choiceKeys(opt.Choices))}
 			}
-			overrides = opt.Choices[i].KubeSpawnerOverride
+			overrides, envOrder = opt.Choices[i].KubeSpawnerOverride, opt.Choices[i].envOrder
 		default:
 			if len(opt.Choices) == 0 {
 				return Config{}, &ProfileError{Profile: profile.Slug, Option: opt.Name, Msg: fmt.Sprintf("no value for %s, which has no default choice", opt.Name)}
 			}
 			for _, ch := range opt.Choices {
 				if ch.Default {
-					overrides = ch.KubeSpawnerOverride
+					overrides, envOrder = ch.KubeSpawnerOverride, ch.envOrder
 					break
 				}
 			}
@@ -331,9 +370,12 @@ func (c Config) ResolveWith(ctx context.Context, userOptions map[string]string, 
 		if overrides, err = asJSON(overrides); err != nil {
 			return Config{}, fmt.Errorf("spawner: profile %q: profile option %s: kubespawner_override: %w", profile.Slug, opt.Name, err)
 		}
+		var rename func(string) string
 		if substitute {
 			overrides = substituteUnlisted(overrides, unlisted, templateSyntax(merged))
+			rename = func(k string) string { return strings.ReplaceAll(k, "{value}", unlisted) }
 		}
+		env = env.update(merged["environment"], overrides, envOrder, rename)
 		applyOverrides(merged, overrides)
 	}
 	for _, syn := range escapedFor {
@@ -341,14 +383,16 @@ func (c Config) ResolveWith(ctx context.Context, userOptions map[string]string, 
 			return Config{}, &ProfileError{Profile: profile.Slug, Msg: "template_syntax changes after an unlisted choice was substituted; set template_syntax in the profile, not in an option's choice"}
 		}
 	}
-	return c.reload(merged, profile.Slug, userOptions)
+	return c.reload(merged, env, profile.Slug, userOptions)
 }
 
 // reload makes the Config of the merged option values, keeping c's
 // Go-only fields, and checks it: what the hub's attributes, the profile
 // and its choices made of the configuration must be loadable and valid
-// before anything uses it. slug is the profile's ("" without one).
-func (c Config) reload(merged map[string]any, slug string, userOptions map[string]string) (Config, error) {
+// before anything uses it. env is the order of environment's names
+// through the overrides (envOrderNames.update); slug is the profile's (""
+// without one).
+func (c Config) reload(merged map[string]any, env envOrderNames, slug string, userOptions map[string]string) (Config, error) {
 	data, err := json.Marshal(merged)
 	if err != nil {
 		return Config{}, err
@@ -365,9 +409,8 @@ func (c Config) reload(merged map[string]any, slug string, userOptions map[strin
 	keepGoOnly(&out, &c)
 	out.resolved = true
 	// The merge went through Go maps, which forget the order of
-	// `environment`: KubeSpawner's dict keeps its keys where they were,
-	// and the dependency rounds of the pod's env follow that order.
-	out.environment = keepEnvOrder(out.environment, c.environmentEntries())
+	// `environment` (see envOrderNames).
+	out.environment = orderEnv(out.environment, env)
 	check := out.withDefaults()
 	if check.Namespace == "" {
 		check.Namespace = c.Namespace
@@ -497,6 +540,11 @@ func isJSONShaped(v any) bool {
 func applyOverrides(target map[string]any, overrides map[string]any) {
 	for k, v := range overrides {
 		if vm, ok := v.(map[string]any); ok {
+			if k == "environment" && target[k] == nil {
+				// KubeSpawner's environment is never None: unset, it is
+				// {}, which the mapping updates (a null leaves).
+				target[k] = map[string]any{}
+			}
 			if tm, ok := target[k].(map[string]any); ok {
 				recursiveUpdate(tm, vm)
 				continue
@@ -549,26 +597,28 @@ func deepCopyValue(v any) any {
 }
 
 // formatValue replaces "{value}" in every string (keys included), as
-// KubeSpawner's recursive_format does for unlisted choices.
-func formatValue(v any, value string) any {
+// KubeSpawner's recursive_format does for unlisted choices: with value in
+// strings, with key in mapping keys, which are never rendered as
+// templates.
+func formatValue(v any, value, key string) any {
 	switch v := v.(type) {
 	case string:
 		return strings.ReplaceAll(v, "{value}", value)
 	case []any:
 		out := make([]any, len(v))
 		for i, e := range v {
-			out[i] = formatValue(e, value)
+			out[i] = formatValue(e, value, key)
 		}
 		return out
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for k, e := range v {
-			out[formatValue(k, value).(string)] = formatValue(e, value)
+			out[strings.ReplaceAll(k, "{value}", key)] = formatValue(e, value, key)
 		}
 		return out
-	case nil:
-		return map[string]any{}
 	}
+	// null stays null, as in recursive_format: in an override it
+	// removes a key or unsets an option.
 	return v
 }
 
@@ -580,31 +630,4 @@ func decodeSource(jsonData []byte) (map[string]any, error) {
 	}
 	delete(m, "profile_list")
 	return m, nil
-}
-
-// keepEnvOrder returns entries with the names base has in base's order
-// (a Python dict's update keeps a key's place), then the others as they
-// come.
-func keepEnvOrder(entries, base []EnvEntry) []EnvEntry {
-	if entries == nil {
-		return nil
-	}
-	at := make(map[string]int, len(entries))
-	for i, e := range entries {
-		at[e.Name] = i
-	}
-	out := make([]EnvEntry, 0, len(entries))
-	taken := make([]bool, len(entries))
-	for _, b := range base {
-		if i, ok := at[b.Name]; ok && !taken[i] {
-			out = append(out, entries[i])
-			taken[i] = true
-		}
-	}
-	for i, e := range entries {
-		if !taken[i] {
-			out = append(out, e)
-		}
-	}
-	return out
 }
