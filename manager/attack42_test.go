@@ -146,7 +146,7 @@ func TestAttack42RetiredClusterPlacement(t *testing.T) {
 // start waits it out, and ends with one pod, under today's name.
 func TestAttack42RemoveEarlierAcrossAnAPIServerOutage(t *testing.T) {
 	c := cluster
-	ctx := ctxTimeout(t, 150*time.Second)
+	ctx := ctxTimeout(t, 240*time.Second)
 	hub := newNamespace(t)
 	keep := false
 	before := baseConfig(hub)
@@ -163,6 +163,9 @@ func TestAttack42RemoveEarlierAcrossAnAPIServerOutage(t *testing.T) {
 
 	after := baseConfig(hub)
 	after.DeleteStoppedPods = &keep
+	// A loaded CI machine takes a while to bring the API server and the
+	// informers back: the start's API calls may retry for 120 s.
+	after.K8sAPIRequestRetryTimeout = 120
 	m2, _ := runManager(t, Options{Config: after, Registry: newRegistry(t)})
 	st := waitStatus(t, m2, alice, "stopped or failed", func(s Status) bool { return s.Phase == PhaseStopped || s.Phase == PhaseFailed })
 	if st.State.PodName != was.State.PodName {
@@ -190,7 +193,11 @@ func TestAttack42RemoveEarlierAcrossAnAPIServerOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarted = true
-	got := waitStatus(t, m2, alice, "running or failed", func(s Status) bool { return s.Phase == PhaseRunning || s.Phase == PhaseFailed })
+	var got Status
+	eventually(t, 120*time.Second, "alice running or failed after the outage", func() bool {
+		got, _ = m2.Status(alice)
+		return got.Phase == PhaseRunning || got.Phase == PhaseFailed
+	})
 	if got.Phase != PhaseRunning || got.State.PodName != "jupyter-o42-alice" {
 		t.Fatalf("alice's start across the outage: %s at %q (%s: %s); want running under today's name", got.Phase, got.State.PodName, got.Reason, got.Message)
 	}
@@ -513,7 +520,11 @@ func TestAttack42TemplateChangeReusesAnotherUsersOldName(t *testing.T) {
 	if _, _, err := m2.Spawn(ctx, alice, SpawnOptions{Env: hubStart().Env}); err != nil {
 		t.Fatal(err)
 	}
-	got := waitStatus(t, m2, alice, "running or failed", func(s Status) bool { return s.Phase == PhaseRunning || s.Phase == PhaseFailed })
+	var got Status
+	eventually(t, 120*time.Second, "alice running or failed after the outage", func() bool {
+		got, _ = m2.Status(alice)
+		return got.Phase == PhaseRunning || got.Phase == PhaseFailed
+	})
 	if got.Phase != PhaseRunning {
 		t.Errorf("alice's start after the change: %s (%s: %s); want running under today's name", got.Phase, got.Reason, got.Message)
 	}
