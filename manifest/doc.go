@@ -53,8 +53,10 @@
 // (KubeSpawner builds "/certsssl.key" from "/certs"); a nested unknown
 // key such as security_context.run_as_user in extra_container_config is
 // an error (KubeSpawner sends it, and the API server silently drops it);
-// a volume mount without its volume is an error at build time rather
-// than at create time; every object carries its kind and apiVersion.
+// a volume mount without its volume in the pod as built (after
+// extra_container_config and extra_pod_config) is an error at build time
+// rather than at create time; every object carries its kind and
+// apiVersion.
 //
 // # Safe defaults
 //

@@ -158,7 +158,14 @@ func Pod(spec *PodSpec) (*corev1.Pod, error) {
 	if errs := validatePod(spec); len(errs) > 0 {
 		return nil, &ValidationError{Kind: "Pod", Name: spec.Name, Errs: errs}
 	}
-	return buildPod(spec)
+	pod, err := buildPod(spec)
+	if err != nil {
+		return nil, err
+	}
+	if errs := validateMounts(pod, len(spec.ExtraContainers)); len(errs) > 0 {
+		return nil, &ValidationError{Kind: "Pod", Name: spec.Name, Errs: errs}
+	}
+	return pod, nil
 }
 
 // buildPod builds the pod of a valid spec.

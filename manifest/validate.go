@@ -80,7 +80,6 @@ func validatePod(s *PodSpec) field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("ssl_secret_mount_path"), s.SSLSecretMountPath,
 			"ssl_secret_name and ssl_secret_mount_path go together: set both or neither"))
 	}
-	errs = append(errs, validateMounts(s)...)
 	for i, e := range s.Env {
 		if e.Name == "" {
 			errs = append(errs, field.Required(field.NewPath("env").Index(i).Child("name"), ""))
@@ -89,15 +88,18 @@ func validatePod(s *PodSpec) field.ErrorList {
 	return errs
 }
 
-// validateMounts checks that every volume mount of every container names
-// a volume of the pod, which the API server would otherwise reject.
-func validateMounts(s *PodSpec) field.ErrorList {
+// validateMounts checks that every volume mount of every container of
+// the built pod names a volume of the pod, which the API server would
+// otherwise reject. It judges the pod as built, after
+// extra_container_config and extra_pod_config, which may replace the
+// mounts or the volumes (KubeSpawner builds such a pod as it is). The
+// paths name the options: the notebook container's mounts are
+// volume_mounts, the other containers' extra_containers (or, when
+// extra_pod_config replaced the containers, containers).
+func validateMounts(pod *corev1.Pod, extra int) field.ErrorList {
 	volumes := map[string]bool{}
-	for _, v := range s.Volumes {
+	for _, v := range pod.Spec.Volumes {
 		volumes[v.Name] = true
-	}
-	if s.SSLSecretName != "" {
-		volumes[SSLVolumeName] = true
 	}
 	var errs field.ErrorList
 	check := func(p *field.Path, mounts []corev1.VolumeMount) {
@@ -107,12 +109,18 @@ func validateMounts(s *PodSpec) field.ErrorList {
 			}
 		}
 	}
-	check(field.NewPath("volume_mounts"), s.VolumeMounts)
-	for i, c := range s.InitContainers {
+	for i, c := range pod.Spec.InitContainers {
 		check(field.NewPath("init_containers").Index(i).Child("volumeMounts"), c.VolumeMounts)
 	}
-	for i, c := range s.ExtraContainers {
-		check(field.NewPath("extra_containers").Index(i).Child("volumeMounts"), c.VolumeMounts)
+	for i, c := range pod.Spec.Containers {
+		switch {
+		case i == 0:
+			check(field.NewPath("volume_mounts"), c.VolumeMounts)
+		case len(pod.Spec.Containers) == extra+1:
+			check(field.NewPath("extra_containers").Index(i-1).Child("volumeMounts"), c.VolumeMounts)
+		default:
+			check(field.NewPath("containers").Index(i).Child("volumeMounts"), c.VolumeMounts)
+		}
 	}
 	return errs
 }
