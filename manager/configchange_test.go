@@ -616,3 +616,38 @@ func TestSeedRacesSpawn(t *testing.T) {
 		}
 	}
 }
+
+// TestSeedNeverAdoptsAnUnmanagedPod: without AdoptKubeSpawner, a hub's
+// State naming a KubeSpawner pod (the user's annotations, in the hub's
+// namespace) is refused naming the option, and the pod is neither
+// adopted nor touched: a State cannot widen what the Manager manages.
+func TestSeedNeverAdoptsAnUnmanagedPod(t *testing.T) {
+	ctx := ctxTimeout(t, 120*time.Second)
+	hub := newNamespace(t)
+	cfg := baseConfig(hub)
+	erin := naming.Server{Username: "seed-erin"}
+	o, err := newSpawner(t, erin, cfg).Plan(ctx, hubStart())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := o.Pod.DeepCopy()
+	pod.Name = "old-erin"
+	pod.Labels[naming.LabelManagedBy] = naming.ManagedByKubeSpawner
+	delete(pod.Annotations, spawner.StateAnnotation)
+	delete(pod.Annotations, spawner.StartIDAnnotation)
+	pod.Spec.Containers[0].Env = nil
+	pod.Spec.Containers[0].EnvFrom = nil
+	ran := createRunning(t, ctx, pod)
+
+	m := startManager(t, ctx, Options{Config: cfg})
+	_, err = m.Seed(ctx, Seed{Server: erin, State: spawner.State{PodName: "old-erin", Namespace: hub, Port: 8888}})
+	if !errors.Is(err, ErrStateRefused) || !strings.Contains(err.Error(), "AdoptKubeSpawner") {
+		t.Fatalf("a State naming a KubeSpawner pod without AdoptKubeSpawner: %v, want ErrStateRefused naming AdoptKubeSpawner", err)
+	}
+	if _, err := m.Status(erin); !errors.Is(err, ErrNotFound) {
+		t.Errorf("erin after the refused State: %v, want not found", err)
+	}
+	if pods := serverPods(t, cluster.Client, hub, erin.Username); len(pods) != 1 || pods[0].UID != ran.UID || pods[0].DeletionTimestamp != nil {
+		t.Errorf("the KubeSpawner pod was touched: %v", podNames(pods))
+	}
+}

@@ -26,9 +26,11 @@ import (
 //     a profile's, or one retired_namespaces names) and its cluster one
 //     the Manager runs (a retired one included): else it is
 //     ErrStateRefused naming the option that would keep it trusted;
-//   - a pod at the State's names is adopted when its owner annotations
-//     name this server (spawner.Factory.CheckPlacement with the State);
-//     a pod there of another server is ErrStateRefused and untouched;
+//   - a pod at the State's names is adopted when it is one the Manager
+//     manages (spawnkit's, or KubeSpawner's with AdoptKubeSpawner) and
+//     its owner annotations name this server
+//     (spawner.Factory.CheckPlacement with the State); any other pod
+//     there is ErrStateRefused and untouched;
 //   - with no pod there, the server is stopped, with the State's names
 //     and claim (a cluster not looked at since Start may still hold it:
 //     until then it is unknown, as any seeded server).
@@ -106,6 +108,10 @@ func (m *Manager) seedOne(ctx context.Context, sd Seed) (*entry, error) {
 			return nil, err
 		}
 		if ok && pod.DeletionTimestamp == nil {
+			if !m.manages(c, pod) {
+				return nil, fmt.Errorf("%w: the hub records server %q of user %q as pod %s/%s, which is not a pod the Manager manages (KubeSpawner's are adopted only with AdoptKubeSpawner)",
+					ErrStateRefused, srv.Servername, srv.Username, pod.Namespace, pod.Name)
+			}
 			if err := checkSeededPod(c, srv, pod, &st); err != nil {
 				return nil, err
 			}

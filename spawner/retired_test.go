@@ -3,6 +3,7 @@ package spawner
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -59,8 +60,14 @@ func TestStartReplacesThePodUnderEarlierNames(t *testing.T) {
 	if st, err := sp.Poll(ctx); err != nil || !st.Running {
 		t.Fatalf("Poll of the pod under the earlier name = %+v, %v; want running", st, err)
 	}
-	if _, err := sp.Start(ctx, hubStart()); err != nil {
+	opts := hubStart()
+	var said []string
+	opts.OnProgress = func(e ProgressEvent) { said = append(said, e.Message) }
+	if _, err := sp.Start(ctx, opts); err != nil {
 		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(said, func(m string) bool { return strings.Contains(m, "earlier pod "+ns+"/"+was.PodName) }) {
+		t.Errorf("the start's progress does not say it removes the earlier pod: %q", said)
 	}
 	got := sp.State()
 	if got.PodName != "jupyter-renamed-alice" || got.PodName == was.PodName {

@@ -225,6 +225,13 @@ func (s *Spawner) removeEarlier(ctx context.Context, prev State, next *State, em
 	if (prev.PodName == s.names.Pod && prev.Namespace == s.names.Namespace) || (prev.PodName == next.PodName && prev.Namespace == next.Namespace) {
 		return nil // today's names (a new Spawner's), or this start's
 	}
+	// Said only when the cache holds the pod: waiting for it to end
+	// (its grace period) is then part of the start, and shown.
+	if pods, err := s.podsHandle(ctx, prev.Namespace); err == nil {
+		if p, ok, _ := pods.Get(ctx, prev.Namespace, prev.PodName); ok && ownedBy(s.server, p) {
+			em.note(0, "Removing the server's earlier pod "+prev.Namespace+"/"+prev.PodName+" (its names have changed since)")
+		}
+	}
 	if err := s.stopAt(ctx, prev, int64(s.b.cfg.DeleteGracePeriod.Duration()/time.Second), true); err != nil {
 		return fmt.Errorf("spawner: removing the earlier pod %s/%s of server %q of user %q: %w",
 			prev.Namespace, prev.PodName, s.server.Servername, s.server.Username, err)
