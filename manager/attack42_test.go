@@ -427,6 +427,18 @@ func TestAttack42SeedNamesAPodThatAppearsLater(t *testing.T) {
 	}
 }
 
+// managerWithUnseenB runs a Manager of cluster a and a retired cluster b
+// whose API server never answers (never seen since Start).
+func managerWithUnseenB(t *testing.T, hub string) *Manager {
+	t.Helper()
+	client, reg := unreachableCluster(t)
+	m, _ := runManager(t, Options{Config: baseConfig(hub), Clusters: []Cluster{
+		{Name: "a", Client: cluster.Client, Registry: newRegistry(t)},
+		{Name: "b", Client: client, Registry: reg, Retired: true},
+	}})
+	return m
+}
+
 // TestAttack42SeededInUnseenCluster: with cluster b not seen since the
 // Manager started (its API server does not answer), a server the hub's
 // state puts in b is "unknown" (it may run there). A Spawn of it must
@@ -435,11 +447,7 @@ func TestAttack42SeedNamesAPodThatAppearsLater(t *testing.T) {
 func TestAttack42SeededInUnseenRetiredCluster(t *testing.T) {
 	ctx := ctxTimeout(t, 120*time.Second)
 	hub := newNamespace(t)
-	client, reg := unreachableCluster(t)
-	m, _ := runManager(t, Options{Config: baseConfig(hub), Clusters: []Cluster{
-		{Name: "a", Client: cluster.Client, Registry: newRegistry(t)},
-		{Name: "b", Client: client, Registry: reg, Retired: true},
-	}})
+	m := managerWithUnseenB(t, hub)
 	bob := naming.Server{Username: "u42-bob"}
 	st, err := m.Seed(ctx, Seed{Server: bob, State: spawner.State{Cluster: "b", Namespace: hub, PodName: "jupyter-u42-bob", StartID: "s"}})
 	if err != nil || st.Phase != PhaseUnknown || st.ExitCode != nil {
@@ -458,11 +466,7 @@ func TestAttack42SeededInUnseenRetiredCluster(t *testing.T) {
 func TestAttack42SeedWithoutClusterWhileAClusterIsUnseen(t *testing.T) {
 	ctx := ctxTimeout(t, 120*time.Second)
 	hub := newNamespace(t)
-	client, reg := unreachableCluster(t)
-	m, _ := runManager(t, Options{Config: baseConfig(hub), Clusters: []Cluster{
-		{Name: "a", Client: cluster.Client, Registry: newRegistry(t)},
-		{Name: "b", Client: client, Registry: reg, Retired: true},
-	}})
+	m := managerWithUnseenB(t, hub)
 	carol := naming.Server{Username: "u42-carol"}
 	if _, err := m.Status(carol); !errors.Is(err, ErrClusterUnavailable) {
 		t.Fatalf("carol unknown while b is unseen: %v, want ErrClusterUnavailable", err)
