@@ -10,9 +10,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/naming"
@@ -649,5 +651,70 @@ func TestSeedNeverAdoptsAnUnmanagedPod(t *testing.T) {
 	}
 	if pods := serverPods(t, cluster.Client, hub, erin.Username); len(pods) != 1 || pods[0].UID != ran.UID || pods[0].DeletionTimestamp != nil {
 		t.Errorf("the KubeSpawner pod was touched: %v", podNames(pods))
+	}
+}
+
+// TestNamespaceChangeUnderTheShippedRole: the namespace change, run by
+// an identity with only deploy/role.yaml's rules, bound in the new
+// namespace and in the retired one: the old server is found, polled and
+// stopped, and the next start runs in the new namespace.
+func TestNamespaceChangeUnderTheShippedRole(t *testing.T) {
+	ctx := ctxTimeout(t, 150*time.Second)
+	old, moved := newNamespace(t), newNamespace(t)
+	rules := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "create", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"services", "secrets"}, Verbs: []string{"get", "create", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list", "watch"}},
+	}
+	user := "spawnkit-role-" + moved
+	for _, ns := range []string{old, moved} {
+		if _, err := cluster.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "spawnkit-service"}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cluster.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "spawnkit-service"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "spawnkit-service"},
+			Subjects: []rbacv1.Subject{{Kind: "User", Name: user}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restCfg, err := cluster.UserConfig(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(restCfg)
+	roleRegistry := func() *reflector.Registry {
+		r, err := reflector.New(reflector.Options{Config: restCfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Close)
+		return r
+	}
+	alice := naming.Server{Username: "role-alice"}
+	m1, stop1 := runManager(t, Options{Config: baseConfig(old), Client: client, Registry: roleRegistry()})
+	if _, _, err := m1.Spawn(ctx, alice, SpawnOptions{Env: hubStart().Env}); err != nil {
+		t.Fatal(err)
+	}
+	was := waitStatus(t, m1, alice, "running", phaseIs(PhaseRunning))
+	stop1()
+
+	after := baseConfig(moved)
+	after.RetiredNamespaces = []string{old}
+	m2, _ := runManager(t, Options{Config: after, Client: client, Registry: roleRegistry()})
+	if st, err := m2.Poll(ctx, alice); err != nil || st.Phase != PhaseRunning || st.URL != was.URL || st.ExitCode != nil {
+		t.Fatalf("alice under the Role after the change: %+v, %v; want running at %s", st, err, was.URL)
+	}
+	if _, err := m2.Stop(ctx, alice, spawner.StopOptions{}); err != nil {
+		t.Fatalf("Stop under the Role: %v", err)
+	}
+	if pods := serverPods(t, cluster.Client, old, alice.Username); len(pods) != 0 {
+		t.Fatalf("alice's old pod after Stop: %v", podNames(pods))
+	}
+	if _, _, err := m2.Spawn(ctx, alice, SpawnOptions{Env: hubStart().Env}); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitStatus(t, m2, alice, "running", phaseIs(PhaseRunning)); st.State.Namespace != moved {
+		t.Errorf("alice's next start under the Role is in %q, want %q", st.State.Namespace, moved)
 	}
 }
