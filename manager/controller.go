@@ -165,7 +165,12 @@ func (m *Manager) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return <-termsDone
 		case err := <-termsDone:
-			// Leader election gave up (it returns early only on an error).
+			// ctx ended and the last term with it (this case can win the
+			// select over ctx.Done), or leader election gave up (it
+			// returns early only on an error).
+			if err == nil || ctx.Err() != nil {
+				return err
+			}
 			return fmt.Errorf("manager: %w", err)
 		case <-m.opts.Clock.After(m.opts.ResyncInterval + jitter):
 			m.resync(ctx)

@@ -212,3 +212,29 @@ func cachedAt(t *testing.T, ctx context.Context, pods *reflector.Pods, ns, name,
 	}
 	t.Fatalf("the cache never held version %s of %s/%s", rv, ns, name)
 }
+
+// TestStartReturnsNilOnShutdown: a Manager whose ctx ends returns nil
+// from Start, whichever of its two wake-ups (ctx, or the end of its last
+// term) Start's loop sees first. (CI once saw "manager: %!w(<nil>)": the
+// term's end won the select and its nil was wrapped as an error.) The
+// race is not forced: many short runs make each order likely.
+func TestStartReturnsNilOnShutdown(t *testing.T) {
+	ns := newNamespace(t)
+	for i := range 200 {
+		m, err := New(Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: baseConfig(ns)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- m.Start(ctx) }()
+		if err := m.WaitReady(ctxTimeout(t, 30*time.Second)); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("run %d: Start after its ctx ended = %v, want nil", i, err)
+		}
+	}
+}
