@@ -276,8 +276,21 @@ func TestCompactPodsInAnInformer(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	for _, k := range []string{"ns1/a", "ns1/b", "ns2/c"} {
-		waitFor(change{k, false})
+	// The informer replays the pods it holds in its store's order, a map's,
+	// so the three adds are awaited as a set.
+	seen := map[string]bool{}
+	for timeout := time.After(30 * time.Second); len(seen) < 3; {
+		select {
+		case c := <-changes:
+			if !c.deleted {
+				seen[c.key] = true
+			}
+		case <-timeout:
+			t.Fatalf("adds seen %v; want ns1/a, ns1/b and ns2/c", seen)
+		}
+	}
+	if !seen["ns1/a"] || !seen["ns1/b"] || !seen["ns2/c"] {
+		t.Fatalf("adds seen %v; want ns1/a, ns1/b and ns2/c", seen)
 	}
 	if l, err := pods.List(t.Context(), "ns1"); err != nil || !slices.Equal(names(l), []string{"a", "b"}) {
 		t.Errorf("List(ns1) = %v, %v; want a and b (the namespace index)", names(l), err)
