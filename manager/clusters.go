@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"k8s.io/utils/clock"
 	"slices"
 	"sort"
 	"strings"
@@ -121,11 +122,21 @@ type cell struct {
 	registry *reflector.Registry
 	factory  *spawner.Factory
 	cfg      spawner.Config // the factory's, defaulted
+	ownCfg   bool           // Cluster.Config was set
 	slots    chan struct{}  // start slots (ConcurrentSpawnLimit), nil for none
 	retired  bool           // Cluster.Retired: no start goes there
 
+	// hooks and clock are the Manager's, for Factories of a start's
+	// own Config (factoryFor).
+	hooks spawner.Hooks
+	clock clock.Clock
+
 	mu   sync.Mutex // guards the fields below
 	pods *podSet    // set by Start
+	// configured are the Factories of start Configs (SpawnOptions.Config)
+	// by the Config's address: a caller that keeps its Configs (the
+	// service, by content) makes each Factory once.
+	configured map[*spawner.Config]*spawner.Factory
 	// badSince is when the informers were first seen unhealthy in a run
 	// of unhealthy checks (zero while healthy); down is set once that
 	// run is longer than ClusterDownAfter, downSince is when it began.
@@ -246,7 +257,8 @@ func newCells(opts *Options) ([]*cell, error) {
 		if _, _, open := f.Namespaces(); open != "" {
 			return nil, fmt.Errorf("manager: %s lets the user type the namespace (\"{value}\" in its namespace override): the Manager can neither watch nor trust a namespace it cannot list in advance", open)
 		}
-		cells = append(cells, &cell{name: cl.Name, client: cl.Client, registry: cl.Registry, factory: f, cfg: f.Config(), retired: cl.Retired})
+		cells = append(cells, &cell{name: cl.Name, client: cl.Client, registry: cl.Registry, factory: f, cfg: f.Config(), retired: cl.Retired,
+			ownCfg: cl.Config != nil, hooks: opts.Hooks, clock: opts.Clock})
 	}
 	return cells, nil
 }
@@ -273,9 +285,12 @@ func (m *Manager) cellNamed(name string) (*cell, error) {
 // it is the one cluster, at no cost.
 func (m *Manager) place(ctx context.Context, s naming.Server, opts SpawnOptions, prev *cell) (*cell, error) {
 	var profile []string
-	if m.multi || m.configNamesClusters() {
+	if m.multi || m.configNamesClusters() || opts.Config != nil {
 		base := m.cfg
-		if prev != nil {
+		switch {
+		case opts.Config != nil:
+			base = *opts.Config
+		case prev != nil:
 			base = prev.cfg
 		}
 		cfg, err := base.ResolveWith(ctx, opts.UserOptions, opts.Attributes)
@@ -779,4 +794,39 @@ func (m *Manager) moveLocked(e *entry, c *cell, s naming.Server, sp *spawner.Spa
 func (c *cell) synced() bool {
 	pods := c.podSet()
 	return pods != nil && pods.Status().Synced
+}
+
+// maxConfigured bounds the Factories a cell keeps for start Configs; past
+// it they are made again (a Factory holds no resources of its own).
+const maxConfigured = 64
+
+// factoryFor is the Factory a start with Config cfg uses in cluster c:
+// c's own without one.
+func (m *Manager) factoryFor(c *cell, cfg *spawner.Config) (*spawner.Factory, error) {
+	if cfg == nil {
+		return c.factory, nil
+	}
+	if c.ownCfg {
+		return nil, fmt.Errorf("manager: cluster %q has a configuration of its own (Cluster.Config), which a start's Config would replace: give the start no Config, or the cluster none", c.name)
+	}
+	c.mu.Lock()
+	f := c.configured[cfg]
+	c.mu.Unlock()
+	if f != nil {
+		return f, nil
+	}
+	f, err := spawner.NewFactory(spawner.Options{Client: c.client, Registry: c.registry, Config: *cfg, Hooks: c.hooks, Clock: c.clock, Cluster: c.name})
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.configured) >= maxConfigured {
+		clear(c.configured)
+	}
+	if c.configured == nil {
+		c.configured = map[*spawner.Config]*spawner.Factory{}
+	}
+	c.configured[cfg] = f
+	return f, nil
 }

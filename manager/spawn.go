@@ -37,6 +37,25 @@ type SpawnOptions struct {
 	// hub.jupyter.org/jupyterhub-version annotation. See
 	// spawner.StartOptions.
 	HubNamespace, HubVersion string
+	// Config, when set, is the configuration of this start in place of
+	// the Manager's (a hub's own KubeSpawner configuration, as the
+	// spawner-service takes it): placement resolves its profiles, and
+	// the server's Spawner comes from a Factory of it in the target
+	// cluster, sharing that cluster's client and informers. Trust stays
+	// the Manager's: a start whose namespace the Manager's configuration
+	// does not trust for the server (its own, its profiles',
+	// retired_namespaces) is refused, and so is a Config whose
+	// component_label differs. A cluster with its own Config
+	// (Cluster.Config) does not take one. Running servers are not
+	// touched: a server started under another Config keeps its pod, and
+	// its next start uses the new one (removing the pod it left under
+	// other names, as after a configuration change).
+	Config *spawner.Config
+	// Admit, when set, is called with the start's objects before
+	// anything is created (the caller's policy); an error refuses the
+	// start, as bad user options are (a *spawner.StartError at step
+	// plan).
+	Admit func(*spawner.Objects) error
 }
 
 func (o *SpawnOptions) startOptions(s naming.Server) spawner.StartOptions {
@@ -66,9 +85,11 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	}
 	known := m.lookup(s)
 	var prev *cell
+	var knownSp *spawner.Spawner
 	if known != nil {
 		known.mu.Lock()
 		phase, split, c := known.status.Phase, known.splitBrain, known.cell
+		knownSp = known.sp
 		view := m.viewLocked(known)
 		known.mu.Unlock()
 		if split != "" {
@@ -90,7 +111,7 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	// Placement: which cluster the start goes to (the one cluster, at no
 	// cost, unless the configuration names clusters).
 	target := m.cells[0]
-	if m.multi || m.configNamesClusters() {
+	if m.multi || m.configNamesClusters() || opts.Config != nil {
 		var err error
 		if target, err = m.place(ctx, s, opts, prev); err != nil {
 			return Status{}, false, err
@@ -101,20 +122,30 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	}
 
 	// Plan: the start's objects, rendered by the server's Spawner (the
-	// entry's, or a new one of the target cluster that becomes the
-	// entry's).
+	// entry's, or a new one of the target cluster's Factory for this
+	// start's configuration, which becomes the entry's).
+	factory, err := m.factoryFor(target, opts.Config)
+	if err != nil {
+		return Status{}, false, &spawner.StartError{Server: s, Step: spawner.StepPlan, Reason: spawner.ReasonInvalid, Err: err}
+	}
 	sp, fresh := (*spawner.Spawner)(nil), (*spawner.Spawner)(nil)
-	if known != nil && prev == target {
-		sp = known.sp
+	if known != nil && prev == target && knownSp.Factory() == factory {
+		sp = knownSp
 	} else {
-		var err error
-		if sp, err = target.factory.New(s); err != nil {
+		if sp, err = factory.New(s); err != nil {
 			return Status{}, false, err
 		}
 		fresh = sp
 	}
 	sopts := opts.startOptions(s)
 	plan, err := sp.Plan(ctx, sopts)
+	if err == nil && opts.Config != nil && !target.factory.TrustsNamespace(s, plan.Names.Namespace) {
+		err = fmt.Errorf("manager: the start's configuration puts server %q of user %q in namespace %q, which the Manager's configuration does not trust for it (its namespace, a profile's, or retired_namespaces)",
+			s.Servername, s.Username, plan.Names.Namespace)
+	}
+	if err == nil && opts.Admit != nil {
+		err = opts.Admit(plan)
+	}
 	if err != nil {
 		if fresh != nil && known != nil {
 			fresh.Close()
@@ -204,12 +235,22 @@ func (m *Manager) startLocked(ctx context.Context, e *entry, s naming.Server, so
 	if e.op != nil {
 		return nil, m.viewLocked(e), false, fmt.Errorf("%w: server %q of user %q is being deleted", ErrBusy, s.Servername, s.Username)
 	}
-	if e.cell != target {
+	switch {
+	case e.cell != target:
 		// Placed in another cluster than it last ran in: it moves, with
 		// a Spawner of the target's (the one that planned the start).
 		if err := m.moveLocked(e, target, s, fresh); err != nil {
 			return nil, m.viewLocked(e), false, err
 		}
+	case fresh != nil && fresh != e.sp && fresh.Factory() != e.sp.Factory():
+		// Another configuration than the entry's Spawner has (a hub's,
+		// or none after one): the Spawner that planned the start takes
+		// over, with what the old one knew (names in use, the claim),
+		// so that the start finds and removes a pod left under them.
+		fresh.LoadState(e.sp.State())
+		old := e.sp
+		e.sp = fresh
+		old.Close()
 	}
 
 	// Start: in the background, on the entry's Spawner (Start renders

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -40,8 +41,10 @@ type backend interface {
 	// configuration) is found where the hub's state says. A state the
 	// configuration cannot trust is a conflict (reason StateRefused).
 	Seed(ctx context.Context, s serverID, st spawner.State) (serverStatus, error)
-	// Profiles is the profile list the options form offers (read-only).
-	Profiles(ctx context.Context) ([]spawner.Profile, error)
+	// Profiles is the profile list the options form offers (read-only):
+	// the service's own, or, when config is not empty, that of the hub's
+	// configuration (a bad one is a 400 naming the option).
+	Profiles(ctx context.Context, config json.RawMessage) ([]spawner.Profile, error)
 	// DeleteForever deletes a stopped server for good (JupyterHub's
 	// delete_forever: its claim when so configured); a server that is
 	// not stopped is a conflict.
@@ -78,6 +81,10 @@ type spawnRequest struct {
 	// seeded (Seed) before the start, so that a server already running
 	// under it is not started twice and its claim in use is kept.
 	State *spawner.State
+	// Config, when not empty, is the hub's own configuration for this
+	// start: a JSON object of KubeSpawner options set over the service's
+	// configuration, bounded by its HubPolicy.
+	Config json.RawMessage
 }
 
 // serverStatus is the status JSON of every server endpoint.
@@ -151,6 +158,10 @@ const (
 	// namespace or cluster the configuration does not trust for it (not
 	// listed as retired), or a pod of another server (409).
 	reasonStateRefused = "StateRefused"
+	// reasonInvalidConfig: the hub's configuration (a start's "config")
+	// has an unknown option, a bad value, or makes a pod the service's
+	// hub_policy does not allow (400, naming the option).
+	reasonInvalidConfig = "InvalidConfig"
 )
 
 // apiError is an error the API answers with its own status and reason

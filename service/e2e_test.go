@@ -75,6 +75,8 @@ type e2eEnv struct {
 	ns         string
 	configFile string
 	service    kubernetes.Interface
+	// policy is the services' HubPolicy.
+	policy HubPolicy
 }
 
 func newE2E(t *testing.T) *e2eEnv {
@@ -135,7 +137,7 @@ func (e *e2eEnv) startServiceWith(t *testing.T, log logr.Logger, reg *prometheus
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Options{Manager: m, Token: func() string { return testToken }, Log: log, Registerer: registerer})
+	h, err := New(Options{Manager: m, Token: func() string { return testToken }, Log: log, Registerer: registerer, HubPolicy: e.policy})
 	if err != nil {
 		t.Fatal(err)
 	}

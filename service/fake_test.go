@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 
@@ -160,7 +161,7 @@ func (f *fakeBackend) Seed(ctx context.Context, s serverID, st spawner.State) (s
 	return f.Poll(ctx, s)
 }
 
-func (f *fakeBackend) Profiles(context.Context) ([]spawner.Profile, error) {
+func (f *fakeBackend) Profiles(context.Context, json.RawMessage) ([]spawner.Profile, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.profiles, nil

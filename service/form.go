@@ -3,6 +3,7 @@ package service
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -134,9 +135,17 @@ func renderForm(profiles []spawner.Profile) ([]byte, error) {
 }
 
 func (a *api) optionsForm(w http.ResponseWriter, r *http.Request) error {
-	profiles, err := a.b.Profiles(r.Context())
+	var body struct {
+		Config json.RawMessage `json:"config"`
+	}
+	if r.Method == http.MethodPost {
+		if err := readJSON(w, r, &body); err != nil {
+			return err
+		}
+	}
+	profiles, err := a.b.Profiles(r.Context(), body.Config)
 	if err != nil {
-		return fmt.Errorf("building the profile list: %w", err)
+		return profilesError(err)
 	}
 	html, err := renderForm(profiles)
 	if err != nil {
@@ -177,6 +186,17 @@ func (a *api) optionsFromForm(w http.ResponseWriter, r *http.Request) error {
 	if err := readJSON(w, r, &raw); err != nil {
 		return err
 	}
+	// {"form_data": {...}, "config": {...}}: the form of a hub that sends
+	// its own configuration (a field named form_data is a list, never an
+	// object).
+	var config json.RawMessage
+	if fd := bytes.TrimSpace(raw["form_data"]); len(fd) > 0 && fd[0] == '{' {
+		config = raw["config"]
+		raw = nil
+		if err := json.Unmarshal(fd, &raw); err != nil {
+			return errBadRequest(reasonBadRequest, fmt.Errorf("form_data: %w", err))
+		}
+	}
 	form := make(map[string][]string, len(raw))
 	for k, v := range raw {
 		var values []string
@@ -188,10 +208,19 @@ func (a *api) optionsFromForm(w http.ResponseWriter, r *http.Request) error {
 	var profiles []spawner.Profile
 	if len(form["profile"]) == 0 {
 		var err error
-		if profiles, err = a.b.Profiles(r.Context()); err != nil {
-			return fmt.Errorf("building the profile list: %w", err)
+		if profiles, err = a.b.Profiles(r.Context(), config); err != nil {
+			return profilesError(err)
 		}
 	}
 	writeJSON(w, http.StatusOK, optionsFromForm(form, profiles))
 	return nil
+}
+
+// profilesError keeps a 4xx (a bad hub configuration) as it is.
+func profilesError(err error) error {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return err
+	}
+	return fmt.Errorf("building the profile list: %w", err)
 }

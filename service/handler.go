@@ -61,6 +61,7 @@ func newHandler(b backend, opts handlerOptions) (http.Handler, error) {
 	}
 	mux.Handle("GET /v1/servers", a.handle(a.list))
 	mux.Handle("GET /v1/users/{user}/options-form", a.handle(a.optionsForm))
+	mux.Handle("POST /v1/users/{user}/options-form", a.handle(a.optionsForm))
 	mux.Handle("POST /v1/users/{user}/options-from-form", a.handle(a.optionsFromForm))
 	mux.Handle("GET /v1/healthz", a.handle(func(w http.ResponseWriter, r *http.Request) error {
 		if err := b.Ready(r.Context()); err != nil {
@@ -127,6 +128,7 @@ func (a *api) spawn(w http.ResponseWriter, r *http.Request) error {
 		HubVersion  string                     `json:"hub_version"`
 		Attributes  map[string]json.RawMessage `json:"attributes"`
 		State       *spawner.State             `json:"state"`
+		Config      json.RawMessage            `json:"config"`
 	}
 	if err := readJSON(w, r, &body); err != nil {
 		return err
@@ -144,6 +146,9 @@ func (a *api) spawn(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req := spawnRequest{UserOptions: opts, Env: env, Args: body.Args, UserID: body.UserID, HubVersion: body.HubVersion, Attributes: attrs, State: body.State}
+	if c := bytes.TrimSpace(body.Config); len(c) > 0 && !bytes.Equal(c, []byte("null")) {
+		req.Config = body.Config
+	}
 	if len(body.Cmd) > 0 {
 		req.Cmd = body.Cmd
 	}

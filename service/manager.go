@@ -4,7 +4,9 @@
 package service
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 
 	"github.com/spawnkit/spawnkit/manager"
@@ -16,6 +18,8 @@ import (
 // concurrent use as the Manager is.
 type managerBackend struct {
 	m *manager.Manager
+	// hub loads the hubs' own configurations (a start's "config").
+	hub *hubConfigs
 }
 
 var _ backend = (*managerBackend)(nil)
@@ -61,10 +65,24 @@ func (b *managerBackend) Spawn(ctx context.Context, s serverID, req spawnRequest
 			return serverStatus{}, false, managerError(err)
 		}
 	}
-	st, started, err := b.m.Spawn(ctx, toServer(s, req.UserID), manager.SpawnOptions{
+	opts := manager.SpawnOptions{
 		UserOptions: req.UserOptions, Env: req.Env, Cmd: req.Cmd, Args: req.Args, UserID: req.UserID,
 		HubVersion: req.HubVersion, Attributes: req.Attributes,
-	})
+	}
+	if len(req.Config) > 0 {
+		cfg, err := b.hub.load(req.Config)
+		if err != nil {
+			return serverStatus{}, false, err
+		}
+		opts.Config, opts.Admit = cfg, b.hub.policy.admit
+	}
+	st, started, err := b.m.Spawn(ctx, toServer(s, req.UserID), opts)
+	if err != nil && len(req.Config) > 0 {
+		var se *spawner.StartError
+		if errors.As(err, &se) && se.Step == spawner.StepPlan && se.Reason == spawner.ReasonInvalid {
+			return serverStatus{}, false, errBadRequest(reasonInvalidConfig, err)
+		}
+	}
 	if err != nil {
 		return serverStatus{}, false, managerError(err)
 	}
@@ -118,8 +136,15 @@ func (b *managerBackend) Events(ctx context.Context, s serverID) (<-chan progres
 	return out, nil
 }
 
-func (b *managerBackend) Profiles(ctx context.Context) ([]spawner.Profile, error) {
+func (b *managerBackend) Profiles(ctx context.Context, config json.RawMessage) ([]spawner.Profile, error) {
 	cfg := b.m.Config()
+	if c := bytes.TrimSpace(config); len(c) > 0 && !bytes.Equal(c, []byte("null")) {
+		hc, err := b.hub.load(config)
+		if err != nil {
+			return nil, err
+		}
+		cfg = *hc
+	}
 	if cfg.ProfileListFunc != nil {
 		return cfg.ProfileListFunc(ctx)
 	}

@@ -3,6 +3,7 @@ package service
 import (
 	_ "embed"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -48,6 +49,11 @@ type Options struct {
 	// route is the path pattern (/v1/users/{user}/server, ...), never a
 	// user's name; unrouted paths count as route "other".
 	Registerer prometheus.Registerer
+	// HubPolicy bounds what a hub's own configuration (a start's
+	// "config": its c.KubeSpawner options, set over the Manager's
+	// Config) may make. The zero policy takes hub configurations but
+	// allows none of the pod features HubPolicy lists.
+	HubPolicy HubPolicy
 }
 
 // New returns the v1 API over opts.Manager as an http.Handler, to serve
@@ -62,7 +68,11 @@ func New(opts Options) (http.Handler, error) {
 	if opts.Token == nil {
 		return nil, errors.New("service: Options.Token is required")
 	}
-	return newHandler(&managerBackend{m: opts.Manager}, handlerOptions{
+	if err := opts.HubPolicy.Check(); err != nil {
+		return nil, fmt.Errorf("service: %w", err)
+	}
+	hub := &hubConfigs{base: opts.Manager.Config(), policy: opts.HubPolicy}
+	return newHandler(&managerBackend{m: opts.Manager, hub: hub}, handlerOptions{
 		Token: opts.Token, Keepalive: opts.Keepalive, Log: opts.Log, Registerer: opts.Registerer,
 	})
 }

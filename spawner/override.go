@@ -76,3 +76,63 @@ func (c Config) Override(overrides map[string]any) (Config, error) {
 	}
 	return out, nil
 }
+
+// WithOptions returns the configuration that c's options give with
+// options set over them, as a hub's configuration (c.KubeSpawner.<option>)
+// sets KubeSpawner's traits: each key is an option name and its value the
+// whole value of that option, so a mapping replaces c's mapping rather
+// than merging into it (unlike Override). A null value unsets the option
+// (its default applies). The values are JSON as written: the order of an
+// `environment` mapping and of the profiles is kept. The result is
+// checked as LoadConfig checks; it keeps c's funcs and, unless options
+// set profile_list, c's profile list. An unknown key or a bad value is an
+// error naming the option. c is not changed.
+func (c Config) WithOptions(options map[string]json.RawMessage) (Config, error) {
+	merged := map[string]json.RawMessage{}
+	src := c.source
+	if src == nil {
+		var errs field.ErrorList
+		if src, errs = c.typedOptions(); len(errs) > 0 {
+			return Config{}, &ConfigError{Errs: errs}
+		}
+	}
+	for k, v := range src {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return Config{}, fmt.Errorf("spawner: option %q: %w", k, err)
+		}
+		merged[k] = raw
+	}
+	var errs field.ErrorList
+	for _, k := range slices.Sorted(maps.Keys(options)) {
+		if !isOptionKey(k) {
+			errs = append(errs, field.Invalid(field.NewPath(k), k, fmt.Sprintf("unknown field %q: not a KubeSpawner or spawnkit option", k)))
+			continue
+		}
+		if v := options[k]; string(v) == "null" {
+			delete(merged, k)
+		} else {
+			merged[k] = v
+		}
+	}
+	if len(errs) > 0 {
+		return Config{}, &ConfigError{Errs: errs}
+	}
+	data, err := json.Marshal(merged)
+	if err != nil {
+		return Config{}, fmt.Errorf("spawner: options: %w", err)
+	}
+	_, ownProfiles := options["profile_list"]
+	_, ownEnv := options["environment"]
+	base := envNamesOf(c.environmentEntries())
+	return loadConfig(data, func(out *Config) {
+		keepGoOnly(out, &c)
+		if !ownProfiles {
+			out.ProfileList = c.ProfileList
+		}
+		if !ownEnv {
+			// c's environment went through a Go map above.
+			out.environment = orderEnv(out.environment, base)
+		}
+	})
+}

@@ -282,6 +282,9 @@ func detectNamespace() string {
 	return metav1.NamespaceDefault
 }
 
+// Factory returns the Factory that made this Spawner.
+func (s *Spawner) Factory() *Factory { return s.b }
+
 // Server returns the server this Spawner runs.
 func (s *Spawner) Server() naming.Server { return s.server }
 

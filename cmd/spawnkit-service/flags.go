@@ -19,6 +19,7 @@ const maxVerbosity = 7
 // flags are the command line, validated as a whole by parseFlags.
 type flags struct {
 	kubeconfig, config  string
+	hubPolicy           string
 	clusters            string
 	listen, probeListen string
 	tokenFile           string
@@ -45,6 +46,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (fl
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
 	fs.StringVar(&f.clusters, "clusters", "", "YAML file naming several clusters to run servers in (the first the default; see service/README.md, \"Several clusters\"); none: one cluster, from -kubeconfig")
 	fs.StringVar(&f.config, "config", "", "KubeSpawner-style YAML configuration (spawner.LoadConfig); none: an empty configuration")
+	fs.StringVar(&f.hubPolicy, "hub-policy", "", "YAML file bounding what a hub's own configuration may make (service.HubPolicy; see service/README.md, \"The hub's configuration\"); none: the strict default")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8765", "address of the API; beyond loopback, give -tls-cert-file and -tls-key-file")
 	fs.StringVar(&f.probeListen, "probe-listen", "127.0.0.1:8766", "address of /livez, /readyz and /metrics (no token, no user data); \"\" turns them off")
 	fs.StringVar(&f.tokenFile, "token-file", "", "file holding the API token (surrounding whitespace trimmed), re-read when it changes; wins over $"+tokenEnv)

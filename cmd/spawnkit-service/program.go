@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/naming"
@@ -36,6 +38,8 @@ type program struct {
 	token *tokenSource
 	cert  *certSource // nil without TLS
 	cfg   spawner.Config
+	// policy bounds the hubs' own configurations (-hub-policy).
+	policy service.HubPolicy
 	// clusters are the clusters to run servers in: -clusters', or one
 	// unnamed from -kubeconfig.
 	clusters []clusterSetup
@@ -53,6 +57,17 @@ func prepare(f flags, getenv func(string) string, stderr io.Writer) (*program, e
 	p.token.set(token)
 	if p.cfg, err = loadConfig(f.config); err != nil {
 		return nil, err
+	}
+	if p.policy, err = loadHubPolicy(f.hubPolicy); err != nil {
+		return nil, err
+	}
+	// The namespaces the policy gives hubs are trusted and watched as
+	// retired ones are: a server a hub put there is found after a
+	// restart, whatever the hub's configuration says by then.
+	for _, ns := range p.policy.Namespaces {
+		if !slices.Contains(p.cfg.RetiredNamespaces, ns) {
+			p.cfg.RetiredNamespaces = append(p.cfg.RetiredNamespaces, ns)
+		}
 	}
 	if f.tlsCertFile != "" {
 		p.cert = &certSource{certFile: f.tlsCertFile, keyFile: f.tlsKeyFile}
@@ -103,6 +118,25 @@ func loadConfig(file string) (spawner.Config, error) {
 		return spawner.Config{}, fmt.Errorf("configuration %s: %w", file, err)
 	}
 	return cfg, nil
+}
+
+// loadHubPolicy reads -hub-policy: YAML or JSON, every key known.
+func loadHubPolicy(file string) (service.HubPolicy, error) {
+	var p service.HubPolicy
+	if file == "" {
+		return p, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return p, fmt.Errorf("reading the hub policy: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(data, &p); err != nil {
+		return p, fmt.Errorf("hub policy %s: %w", file, err)
+	}
+	if err := p.Check(); err != nil {
+		return p, fmt.Errorf("hub policy %s: %w", file, err)
+	}
+	return p, nil
 }
 
 func restConfig(f flags) (*rest.Config, error) {
@@ -180,7 +214,7 @@ func (p *program) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	api, err := service.New(service.Options{Manager: m, Token: p.token.get, Log: log, Registerer: reg})
+	api, err := service.New(service.Options{Manager: m, Token: p.token.get, Log: log, Registerer: reg, HubPolicy: p.policy})
 	if err != nil {
 		return err
 	}
