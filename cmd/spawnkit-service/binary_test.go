@@ -442,6 +442,8 @@ func TestBinaryRefusesToStart(t *testing.T) {
 	}
 	emptyToken := file("empty-token", "\n\t \n")
 	badConfig := file("bad-config.yaml", "namespace: x\nno_such_option_xyz: 1\n")
+	badPolicy := file("bad-policy.yaml", "privileged_image: [x]\n")
+	badPattern := file("bad-pattern.yaml", "privileged_images: [\"[x\"]\n")
 	good := newBinCert(t, 7)
 	certFile, keyFile := file("tls.crt", string(good.certPEM)), file("tls.key", string(good.keyPEM))
 	garbageCert := file("garbage.crt", "not a certificate\n")
@@ -466,6 +468,9 @@ func TestBinaryRefusesToStart(t *testing.T) {
 			[]string{"-leader-elect-lease-duration", "-leader-elect-renew-deadline"}},
 		{"Lease namespace does not exist", []string{"-leader-elect", "-leader-elect-namespace", absent}, []string{`"` + absent + `"`, "leases"}},
 		{"bad config file with -check", []string{"-check", "-config", badConfig}, []string{badConfig, "no_such_option_xyz"}},
+		{"misspelt hub policy key", []string{"-check", "-hub-policy", badPolicy}, []string{badPolicy, "privileged_image"}},
+		{"bad hub policy pattern", []string{"-check", "-hub-policy", badPattern}, []string{badPattern, "privileged_images[0]"}},
+		{"missing hub policy", []string{"-check", "-hub-policy", missing}, []string{missing}},
 		{"missing certificate", []string{"-tls-cert-file", missing, "-tls-key-file", keyFile}, []string{missing}},
 		{"unreadable certificate", []string{"-tls-cert-file", dir, "-tls-key-file", keyFile}, []string{dir, "is a directory"}},
 		{"garbage certificate", []string{"-tls-cert-file", garbageCert, "-tls-key-file", keyFile}, []string{garbageCert}},

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -64,9 +65,18 @@ func prepare(f flags, getenv func(string) string, stderr io.Writer) (*program, e
 	// The namespaces the policy gives hubs are trusted and watched as
 	// retired ones are: a server a hub put there is found after a
 	// restart, whatever the hub's configuration says by then.
-	for _, ns := range p.policy.Namespaces {
-		if !slices.Contains(p.cfg.RetiredNamespaces, ns) {
-			p.cfg.RetiredNamespaces = append(p.cfg.RetiredNamespaces, ns)
+	// (Set as an option, so that the clusters' overrides and the hubs'
+	// configurations, made from the options, keep them.)
+	if len(p.policy.Namespaces) > 0 {
+		retired := slices.Clone(p.cfg.RetiredNamespaces)
+		for _, ns := range p.policy.Namespaces {
+			if !slices.Contains(retired, ns) {
+				retired = append(retired, ns)
+			}
+		}
+		raw, _ := json.Marshal(retired)
+		if p.cfg, err = p.cfg.WithOptions(map[string]json.RawMessage{"retired_namespaces": raw}); err != nil {
+			return nil, fmt.Errorf("hub policy %s: namespaces: %w", f.hubPolicy, err)
 		}
 	}
 	if f.tlsCertFile != "" {
