@@ -12,11 +12,19 @@ API (v1) and nothing else:
     DELETE {S}[?now=true]      stop; returns once the pod is gone
     DELETE {S}?forever=true    delete_forever
     GET    {S}/progress        server-sent events, resumable with Last-Event-ID
-    GET    /v1/users/{user}/options-form
+    GET    /v1/users/{user}/options-form        (POST with the hub's configuration)
     POST   /v1/users/{user}/options-from-form
 
 where {S} is /v1/users/{user}/server for a user's default server and
 /v1/users/{user}/servers/{name} for a named one.
+
+The KubeSpawner options (image, profile_list, storage, ...) are read as
+KubeSpawner reads them, from c.KubeSpawner.<option> (or
+c.SpawnkitSpawner.<option>, which wins): SpawnkitSpawner subclasses a
+class named KubeSpawner that holds them as traits (_kubespawner.py). When
+the hub sets any, the start carries them as "config" (_hub_config), with
+their callables called in the hub as KubeSpawner calls them, and the
+service builds the pod from them over its own YAML.
 
 It needs nothing beyond JupyterHub itself (the standard library, tornado,
 traitlets) and works with JupyterHub 3.0 and later. Install the
@@ -51,10 +59,10 @@ from urllib.parse import quote, urlsplit
 from traitlets import Bool, Float, Integer, Unicode, default
 
 import jupyterhub
-from jupyterhub.spawner import Spawner
 from jupyterhub.traitlets import Command
 
 from ._api import NOT_SERVING, ServiceAPI, is_state_refused
+from ._kubespawner import KubeSpawner, hub_config, refuse_unsupported
 from ._sse import closing
 from .errors import ServiceUnavailable, SpawnkitError, for_jupyterhub
 
@@ -68,13 +76,17 @@ def _retrieve(future):
         future.exception()
 
 
-class SpawnkitSpawner(Spawner):
+class SpawnkitSpawner(KubeSpawner):
     """Starts each server through spawnkit's spawner-service.
 
-    The KubeSpawner options (image, profile_list, storage, ...) live in the
-    service's -config YAML under the same names; this class only carries
-    what JupyterHub itself knows: the environment (API token, OAuth
-    settings, URLs), cmd and args, the user's options and id.
+    The KubeSpawner options (image, profile_list, storage, ...) are its
+    traits, configured as c.KubeSpawner.<option> (zero-to-jupyterhub's
+    jupyterhub_config.py) or c.SpawnkitSpawner.<option>; when the hub sets
+    any, each start sends them to the service (_hub_config), which applies
+    them over its -config YAML. A hub that sets none keeps them in that
+    YAML, and the start carries only what JupyterHub itself knows: the
+    environment (API token, OAuth settings, URLs), cmd and args, the
+    resource limits, the user's options and id.
     """
 
     service_url = Unicode(
@@ -216,6 +228,16 @@ class SpawnkitSpawner(Spawner):
     # 3.12 drops one that arrives as the awaited call completes) cannot
     # let it carry on, or start the stopped server again.
     _cancelled_start = None
+    # The body of the start in progress (_start_body).
+    _pending_start_body = None
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        # An option the service cannot honour (a "not applicable" one, a
+        # Python hook on KubeSpawner's pod, its Jinja form templates) fails
+        # here, when JupyterHub makes the spawner: at hub start for the
+        # servers it knows, else at a user's first spawn.
+        refuse_unsupported(self)
 
     @default("options_form")
     def _options_form_default(self):
@@ -288,10 +310,73 @@ class SpawnkitSpawner(Spawner):
             )
         return sent
 
-    def _start_body(self):
+    async def _hub_config(self, for_form=False):
+        """The hub's KubeSpawner configuration as the service takes it:
+        {option: value} for every option of kubespawner_options.json that
+        has a value here (set by c.Spawner, c.KubeSpawner or
+        c.SpawnkitSpawner, by a pre_spawn_hook or apply_user_options, or
+        otherwise not its default), JSON values only; {} when the hub sets
+        no KubeSpawner option (its options are in the service's YAML).
+
+        Callables are called with the spawner as KubeSpawner calls them:
+        an option's value (uid, gid, profile_list, ...), environment
+        values, and the kubespawner_override values of the profile and
+        choices this start uses (the others' are left out). Kubernetes
+        client objects are sent as the API's JSON. A value that is none of
+        these raises SpawnkitError (400) naming the option. Options that
+        act in the hub are sent only when they are JSON values (their
+        callables, such as pre_spawn_hook, run here).
+
+        For a start, with a profile_list, the chosen profile's slug is
+        recorded in user_options["profile"] (the default one's when the
+        user chose none), as KubeSpawner's load_user_options does, so that
+        JupyterHub 6's admin page shows it. for_form: the configuration
+        for the options form, where no profile is chosen and no callable
+        but profile_list is called.
+        """
+        user_options = None if for_form else dict(self.user_options or {})
+        config, slug = await hub_config(self, user_options)
+        if slug is not None and not for_form:
+            if isinstance(self.user_options, dict):
+                self.user_options["profile"] = slug
+            else:
+                self.user_options = {"profile": slug}
+        return config
+
+    def _hub_env(self, without_environment=False):
+        env = self.get_env
+        if without_environment:
+            # JupyterHub's variables alone: `environment` goes in the
+            # configuration (its callables called, its valueFrom kept),
+            # and the service sets it as KubeSpawner does.
+            environment = self.environment
+            self.environment = {}
+            try:
+                values = env()
+            finally:
+                self.environment = environment
+        else:
+            values = env()
+        return {k: "" if v is None else str(v) for k, v in values.items()}
+
+    async def _start_body(self):
+        config = await self._hub_config()
+        if config:
+            # The service builds cmd, args and the resources from the
+            # configuration, as KubeSpawner does from its traits.
+            body = {
+                "user_options": self._service_user_options(),
+                "env": self._hub_env(without_environment=True),
+                "user_id": self.user.id,
+                "hub_version": jupyterhub.__version__,
+                "config": config,
+            }
+            if self._service_state:
+                body["state"] = self._service_state
+            return body
         # get_env() as it is: every variable JupyterHub sets (the token,
         # OAuth client and scopes, URLs, limits) and `environment`.
-        env = {k: "" if v is None else str(v) for k, v in self.get_env().items()}
+        env = self._hub_env()
         body = {
             "user_options": self._service_user_options(),
             "env": env,
@@ -347,6 +432,9 @@ class SpawnkitSpawner(Spawner):
         self._start_task = asyncio.current_task()
         self._started = True
         try:
+            # Once per start: its callables are called once, and a start
+            # sent again (_start_again) is the same start.
+            self._pending_start_body = await self._start_body()
             status = await self._request_start()
             self._state_sent = True  # it went with the start
             self._start_event().set()
@@ -376,7 +464,7 @@ class SpawnkitSpawner(Spawner):
         request runs as a task of its own that a cancelled start does not
         cancel: stop() waits for its answer.
         """
-        body = self._start_body()
+        body = self._pending_start_body
         path = self._server_path()
         now = time.monotonic()
         busy_deadline = now + self.service_busy_timeout
@@ -795,13 +883,25 @@ class SpawnkitSpawner(Spawner):
 
     # --- options form -------------------------------------------------------
 
+    async def _form_config(self):
+        """The hub's configuration for the options form when it has a
+        profile_list (a callable one called for this spawner), else None:
+        the service's own profile_list applies."""
+        config = await self._hub_config(for_form=True)
+        return config if config.get("profile_list") else None
+
     async def _service_options_form(self, spawner=None):
-        """The profile picker the service renders from its profile_list
-        (KubeSpawner's form); empty when there is no profile_list, which
+        """The profile picker the service renders from the profile_list
+        (KubeSpawner's form): the hub's (POST with its configuration),
+        else the service's YAML's (GET); empty when there is none, which
         makes JupyterHub start servers without showing a form."""
         path = f"/v1/users/{quote(self.user.name, safe='')}/options-form"
         try:
-            form = await self._request("GET", path)
+            config = await self._form_config()
+            if config:
+                form = await self._request("POST", path, body={"config": config})
+            else:
+                form = await self._request("GET", path)
         except SpawnkitError as e:
             self.log.error("spawnkit: cannot load the options form for %s: %s", self._log_name, e)
             raise
@@ -817,7 +917,9 @@ class SpawnkitSpawner(Spawner):
             if isinstance(vs, (list, tuple))
         }
         path = f"/v1/users/{quote(self.user.name, safe='')}/options-from-form"
-        return await self._request("POST", path, body=fields) or {}
+        config = await self._form_config()
+        body = {"form_data": fields, "config": config} if config else fields
+        return await self._request("POST", path, body=body) or {}
 
     # --- state ----------------------------------------------------------------
 
