@@ -16,6 +16,11 @@ knows answers its status; one it forgot since restart() is found again
 where the state says, running; a state naming a pod the fake never ran
 gives a stopped server (the service's answer for a pod that is gone:
 phase stopped, exit_code null); a state naming no pod, 404.
+
+GET .../options-form answers form_html; POST .../options-form (a hub that
+sends its configuration) answers form_html too. POST .../options-from-form
+answers {"profile": <the form's first "profile" value>}, from the field
+map itself or from its "form_data" (a hub that sends its configuration).
 """
 
 import asyncio
@@ -63,6 +68,7 @@ class FakeService:
         # Servers whose pods still run but that the service does not know
         # since restart(): path -> status.
         self.forgotten = {}
+        self.form_html = "<div>profiles</div>"
         self.final_event = ("ready", {"ready": True, "url": "http://127.0.0.2:8888", "progress": 100})
         self._server = None
         self.port = None
@@ -72,7 +78,10 @@ class FakeService:
     def listen(self, port=0):
         """Starts answering on 127.0.0.1 (port 0: any free port)."""
         app = web.Application(
-            [(r"(/v1/users/[^/]+/(?:server|servers/[^/]+))(/progress|/state)?", _ServerHandler, {"fake": self})],
+            [
+                (r"(/v1/users/[^/]+/(?:server|servers/[^/]+))(/progress|/state)?", _ServerHandler, {"fake": self}),
+                (r"(/v1/users/[^/]+/(?:options-form|options-from-form))", _FormHandler, {"fake": self}),
+            ],
             log_function=lambda handler: None,
         )
         self._server = HTTPServer(app)
@@ -227,6 +236,36 @@ class _ServerHandler(web.RequestHandler):
         status.update(phase="stopped", ready=False, exit_code=0)
         self.fake.servers.pop(path, None)
         self._json(200, status)
+
+
+class _FormHandler(web.RequestHandler):
+    def initialize(self, fake):
+        self.fake = fake
+
+    def prepare(self):
+        if self.request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            self.set_status(401)
+            self.finish(json.dumps({"error": "bad token", "reason": "Unauthorized"}))
+            return
+        body = json.loads(self.request.body) if self.request.body else None
+        self.fake.requests.append(Request(self.request.method, self.path_args[0], self.request.query, body))
+
+    def get(self, path):
+        if not path.endswith("/options-form"):
+            self.set_status(405)
+            self.finish()
+            return
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish(self.fake.form_html)
+
+    def post(self, path):
+        if path.endswith("/options-form"):
+            self.get(path)
+            return
+        body = json.loads(self.request.body)
+        fields = body["form_data"] if isinstance(body.get("form_data"), dict) else body
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"profile": (fields.get("profile") or [""])[0]}))
 
 
 def free_port():
