@@ -9,6 +9,7 @@ import datetime
 import json
 import unittest
 
+import jupyterhub
 from jupyterhub.spawner import Spawner
 from traitlets import TraitError
 from traitlets.config import Config
@@ -319,7 +320,7 @@ class KubeSpawnerConfigTest(ServiceTestCase):
                 "env": {k: str(v) for k, v in spawner.get_env().items()},
                 "args": [],
                 "user_id": 7,
-                "hub_version": spawnkit_jupyterhub.spawner.jupyterhub.__version__,
+                "hub_version": jupyterhub.__version__,
                 "attributes": {"mem_limit": 1 << 30},
                 "cmd": ["start-notebook.py"],
             },
