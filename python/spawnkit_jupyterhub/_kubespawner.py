@@ -456,6 +456,63 @@ async def resolve_profile_list(spawner, profiles, user_options, where="c.KubeSpa
     return out, slug
 
 
+# JupyterHub's own Spawner traits that its get_env turns into variables
+# (MEM_LIMIT, ..., JUPYTERHUB_DEFAULT_URL, JUPYTERHUB_ROOT_DIR, ...).
+HUB_ENV_TRAITS = (
+    "mem_limit",
+    "mem_guarantee",
+    "cpu_limit",
+    "cpu_guarantee",
+    "default_url",
+    "notebook_dir",
+    "debug",
+    "disable_user_config",
+)
+
+
+def chosen_hub_overrides(profiles, user_options):
+    """What the chosen profile's and choices' kubespawner_override set of
+    HUB_ENV_TRAITS, in KubeSpawner's order (the profile's, then each
+    option's choice), from a profile list resolve_profile_list made (its
+    chosen callables already called). KubeSpawner sets these on the
+    spawner in load_user_options, before get_env: the variables they make
+    must say what the profile chose."""
+    if not isinstance(profiles, (list, tuple)) or not profiles:
+        return {}
+    chosen = choose_profile(profiles, user_options or {})
+    if chosen is None:
+        return {}
+    profile = profiles[chosen]
+    out = {}
+
+    def take(override, value=None):
+        if not isinstance(override, dict):
+            return
+        for key in HUB_ENV_TRAITS:
+            if key in override:
+                v = override[key]
+                if value is not None and isinstance(v, str):
+                    v = v.replace("{value}", value)
+                out[key] = v
+
+    take(profile.get("kubespawner_override"))
+    options = profile.get("profile_options")
+    if isinstance(options, dict):
+        for name, option in options.items():
+            if not isinstance(option, dict):
+                continue
+            kind, key = _choice_key(option, user_options or {}, name)
+            if kind == "unlisted":
+                unlisted = option.get("unlisted_choice")
+                if isinstance(unlisted, dict):
+                    take(unlisted.get("kubespawner_override"), _chosen_key(user_options or {}, f"{name}--unlisted-choice"))
+                continue
+            choices = option.get("choices")
+            if isinstance(choices, dict) and isinstance(choices.get(key), dict):
+                take(choices[key].get("kubespawner_override"))
+    return out
+
+
 # --- the configuration sent --------------------------------------------------
 
 

@@ -62,7 +62,7 @@ import jupyterhub
 from jupyterhub.traitlets import Command
 
 from ._api import NOT_SERVING, ServiceAPI, is_state_refused
-from ._kubespawner import KubeSpawner, hub_config, refuse_unsupported
+from ._kubespawner import KubeSpawner, chosen_hub_overrides, hub_config, refuse_unsupported
 from ._sse import closing
 from .errors import ServiceUnavailable, SpawnkitError, for_jupyterhub
 
@@ -343,20 +343,26 @@ class SpawnkitSpawner(KubeSpawner):
                 self.user_options = {"profile": slug}
         return config
 
-    def _hub_env(self, without_environment=False):
-        env = self.get_env
-        if without_environment:
-            # JupyterHub's variables alone: `environment` goes in the
-            # configuration (its callables called, its valueFrom kept),
-            # and the service sets it as KubeSpawner does.
-            environment = self.environment
-            self.environment = {}
-            try:
-                values = env()
-            finally:
-                self.environment = environment
-        else:
-            values = env()
+    def _hub_env(self, without_environment=False, overrides=None):
+        """get_env() as a string map. without_environment: JupyterHub's
+        variables alone (`environment` goes in the configuration, its
+        callables called, its valueFrom kept, and the service sets it as
+        KubeSpawner does). overrides: traits the chosen profile sets, as
+        KubeSpawner's load_user_options sets them before get_env (so that
+        MEM_LIMIT or JUPYTERHUB_DEFAULT_URL say what the profile chose);
+        set for the call only."""
+        saved = {}
+        try:
+            if without_environment:
+                saved["environment"] = self.environment
+                self.environment = {}
+            for name, value in (overrides or {}).items():
+                saved.setdefault(name, getattr(self, name))
+                setattr(self, name, value)
+            values = self.get_env()
+        finally:
+            for name, value in saved.items():
+                setattr(self, name, value)
         return {k: "" if v is None else str(v) for k, v in values.items()}
 
     async def _start_body(self):
@@ -366,7 +372,10 @@ class SpawnkitSpawner(KubeSpawner):
             # configuration, as KubeSpawner does from its traits.
             body = {
                 "user_options": self._service_user_options(),
-                "env": self._hub_env(without_environment=True),
+                "env": self._hub_env(
+                    without_environment=True,
+                    overrides=chosen_hub_overrides(config.get("profile_list"), self.user_options),
+                ),
                 "user_id": self.user.id,
                 "hub_version": jupyterhub.__version__,
                 "config": config,
