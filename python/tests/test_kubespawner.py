@@ -101,15 +101,20 @@ def sent_profiles(first_override, choices, unlisted_override, gpu_override):
     ]
 
 
-def hub_env(spawner):
+def hub_env(spawner, **traits):
     """JupyterHub's own variables for the spawner (get_env without
-    `environment`), as strings."""
-    saved = spawner.environment
+    `environment`), as strings, with traits set as a chosen profile's
+    kubespawner_override sets them in KubeSpawner's load_user_options."""
+    saved = {"environment": spawner.environment}
     spawner.environment = {}
     try:
+        for name, value in traits.items():
+            saved[name] = getattr(spawner, name)
+            setattr(spawner, name, value)
         return {k: "" if v is None else str(v) for k, v in Spawner.get_env(spawner).items()}
     finally:
-        spawner.environment = saved
+        for name, value in saved.items():
+            setattr(spawner, name, value)
 
 
 class KubeSpawnerConfigTest(ServiceTestCase):
@@ -181,8 +186,12 @@ class KubeSpawnerConfigTest(ServiceTestCase):
                 "uid": 1007,
             },
         )
-        # JupyterHub's variables alone: `environment` is in the configuration.
-        self.assertEqual(post.body["env"], hub_env(spawner))
+        # JupyterHub's variables alone: `environment` is in the
+        # configuration. The default profile's limits are in them, as
+        # KubeSpawner sets its override on the spawner before get_env.
+        self.assertEqual(post.body["env"], hub_env(spawner, cpu_limit=1, mem_limit="7G"))
+        self.assertEqual(post.body["env"]["MEM_LIMIT"], str(7 * 1024**3))
+        self.assertEqual(spawner.mem_limit, None, "the profile's limits are set for get_env only")
         for name in ("PLAIN", "WHO", "DB_PASSWORD"):
             self.assertNotIn(name, post.body["env"])
         self.assertEqual(post.body["env"]["JUPYTERHUB_API_TOKEN"], "hub-api-token")
