@@ -55,8 +55,10 @@ type HubPolicy struct {
 	Refuse bool `json:"refuse"`
 }
 
-// admit checks the objects of a hub-configured start against p.
-func (p *HubPolicy) admit(o *spawner.Objects) error {
+// Admit checks the objects of a hub-configured start against p: nil, or
+// an error naming each feature the pod has that p does not allow, with
+// the option that sets it.
+func (p *HubPolicy) Admit(o *spawner.Objects) error {
 	if o == nil || o.Pod == nil {
 		return nil
 	}

@@ -183,7 +183,7 @@ func TestHubPolicyAdmit(t *testing.T) {
 		{"allowed account", HubPolicy{ServiceAccounts: []string{"lab"}}, corev1.PodSpec{ServiceAccountName: "lab"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.policy.admit(objectsWith(tc.spec))
+			err := tc.policy.Admit(objectsWith(tc.spec))
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("refused: %v", err)

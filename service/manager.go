@@ -74,7 +74,7 @@ func (b *managerBackend) Spawn(ctx context.Context, s serverID, req spawnRequest
 		if err != nil {
 			return serverStatus{}, false, err
 		}
-		opts.Config, opts.Admit = cfg, b.hub.policy.admit
+		opts.Config, opts.Admit = cfg, b.hub.policy.Admit
 	}
 	st, started, err := b.m.Spawn(ctx, toServer(s, req.UserID), opts)
 	if err != nil && len(req.Config) > 0 {

@@ -37,6 +37,7 @@ import (
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/service"
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
@@ -157,9 +158,9 @@ func TestZ2JH(t *testing.T) {
 	})
 	v := d.values(t)
 	t.Run("hub values are z2jh's", func(t *testing.T) { v.checkKeys(t) })
-	t.Run("service config loads", func(t *testing.T) {
-		if _, err := spawner.LoadConfig([]byte(v.serviceConfig(t))); err != nil {
-			t.Errorf("hub.extraFiles' service configuration: %v", err)
+	t.Run("hub policy loads", func(t *testing.T) {
+		if _, err := loadHubPolicy(v.policyFile(t)); err != nil {
+			t.Errorf("hub.extraFiles' hub policy: %v", err)
 		}
 		for _, b := range d.blocks {
 			if b.config {
@@ -174,7 +175,7 @@ func TestZ2JH(t *testing.T) {
 	t.Run("hub pod accepted by the API server", func(t *testing.T) { v.dryRunHubPod(t) })
 	t.Run("user pods carry the labels of z2jh's NetworkPolicies", func(t *testing.T) { v.checkUserPod(t) })
 	t.Run("z2jh hub Role covers the service's", func(t *testing.T) { d.checkRole(t) })
-	t.Run("singleuser table", func(t *testing.T) { d.checkTable(t) })
+	t.Run("every option z2jh writes is read", func(t *testing.T) { checkOptionsRead(t) })
 }
 
 // z2jhDoc is docs/z2jh.md: its yaml blocks and its lines.
@@ -380,22 +381,30 @@ func (v *z2jhValues) mountOf(t *testing.T, file string) (corev1.VolumeMount, str
 	return corev1.VolumeMount{}, ""
 }
 
-// serviceConfig is the hub.extraFiles entry the sidecar's -config names:
+// hubPolicy is the hub.extraFiles entry the sidecar's -hub-policy names:
 // a subPath mount of the chart's volume "files", whose items are the
 // entries by key (templates/hub/deployment.yaml).
-func (v *z2jhValues) serviceConfig(t *testing.T) string {
+func (v *z2jhValues) hubPolicy(t *testing.T) string {
 	t.Helper()
-	file := v.arg(t, "config")
+	file := v.arg(t, "hub-policy")
 	m, rel := v.mountOf(t, file)
 	key := path.Join(m.SubPath, rel)
 	if m.Name != "files" {
-		t.Fatalf("-config %s is on volume %q; the page's configuration is in hub.extraFiles, the chart's volume \"files\"", file, m.Name)
+		t.Fatalf("-hub-policy %s is on volume %q; the page's policy is in hub.extraFiles, the chart's volume \"files\"", file, m.Name)
 	}
 	f, ok := v.files[key]
 	if !ok || f.StringData == "" {
-		t.Fatalf("-config %s is hub.extraFiles.%s, which has no stringData", file, key)
+		t.Fatalf("-hub-policy %s is hub.extraFiles.%s, which has no stringData", file, key)
 	}
 	return f.StringData
+}
+
+// policyFile writes hubPolicy to a file, for loadHubPolicy.
+func (v *z2jhValues) policyFile(t *testing.T) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "hub-policy.yaml")
+	writeTestFile(t, file, v.hubPolicy(t))
+	return file
 }
 
 // tokenSecret is the Secret and key the hub's $SPAWNKIT_SERVICE_TOKEN
@@ -514,8 +523,8 @@ func (v *z2jhValues) runCheck(t *testing.T) {
 		}
 		var content string
 		switch name {
-		case "config":
-			content = v.serviceConfig(t)
+		case "hub-policy":
+			content = v.hubPolicy(t)
 		case "token-file":
 			content = "z2jh-test-token\n"
 		default:
@@ -681,15 +690,27 @@ func (v *z2jhValues) dryRunHubPod(t *testing.T) {
 // hub.jupyter.org/network-access-hub; the hub's and the proxy's egress
 // go to port 8888. A real API server then accepts the pod (dry run).
 func (v *z2jhValues) checkUserPod(t *testing.T) {
-	cfg, err := spawner.LoadConfig([]byte(v.serviceConfig(t)))
+	c := testcluster.Require(t, cluster)
+	ns := z2jhNamespace(t, c, false)
+	options := z2jhDefaultOptions(t)
+	options["namespace"] = json.RawMessage(fmt.Sprintf("%q", ns)) // the vectors' is the release's, jhub
+	cfg, err := spawner.Config{}.WithOptions(options)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := testcluster.Require(t, cluster)
-	ns := z2jhNamespace(t, c, false)
 	objs, err := spawner.Plan(t.Context(), naming.Server{Username: "alice", UserID: 1}, cfg, spawner.StartOptions{HubNamespace: ns})
 	if err != nil {
 		t.Fatal(err)
+	}
+	policy, err := loadHubPolicy(v.policyFile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := policy.Admit(objs); err != nil {
+		t.Errorf("the page's hub policy refuses the chart's default user pod: %v", err)
+	}
+	if err := (&service.HubPolicy{}).Admit(objs); err == nil || !strings.Contains(err.Error(), "block-cloud-metadata") {
+		t.Errorf("the empty hub policy: %v; want block-cloud-metadata refused (the page's entry is needed)", err)
 	}
 	pod := objs.Pod
 	want := map[string]string{
@@ -715,6 +736,65 @@ func (v *z2jhValues) checkUserPod(t *testing.T) {
 		t.Errorf("the user's claim is %v, want claim-alice (KubeSpawner 7's name, which z2jh keeps)", objs.PVC)
 	}
 	z2jhDryRunPod(t, c, ns, pod)
+}
+
+// z2jhDefaultOptions are the c.KubeSpawner settings z2jh 4.4.0's
+// jupyterhub_config.py makes of the chart's default values (the vectors'
+// default_chart case), k8s model values as their JSON.
+func z2jhDefaultOptions(t *testing.T) map[string]json.RawMessage {
+	t.Helper()
+	data, err := os.ReadFile("../../spawner/testdata/z2jh-vectors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Cases []struct {
+			Name      string `json:"name"`
+			HubConfig struct {
+				KubeSpawner map[string]any `json:"KubeSpawner"`
+			} `json:"hub_config"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	var unwrap func(any) any
+	unwrap = func(v any) any {
+		switch v := v.(type) {
+		case map[string]any:
+			if m, ok := v["__k8s_model__"]; ok && m != nil {
+				return v["value"]
+			}
+			out := make(map[string]any, len(v))
+			for k, x := range v {
+				out[k] = unwrap(x)
+			}
+			return out
+		case []any:
+			out := make([]any, len(v))
+			for i, x := range v {
+				out[i] = unwrap(x)
+			}
+			return out
+		}
+		return v
+	}
+	for _, c := range file.Cases {
+		if c.Name != "default_chart" {
+			continue
+		}
+		out := map[string]json.RawMessage{}
+		for k, v := range c.HubConfig.KubeSpawner {
+			raw, err := json.Marshal(unwrap(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[k] = raw
+		}
+		return out
+	}
+	t.Fatal("the z2jh vectors have no case default_chart")
+	return nil
 }
 
 // checkRole: z2jh's hub Role, as transcribed, grants every verb of
@@ -756,68 +836,6 @@ func policyRuleEqual(a, b rbacv1.PolicyRule) bool {
 		len(a.ResourceNames) == 0 && len(b.ResourceNames) == 0 && len(a.NonResourceURLs) == 0 && len(b.NonResourceURLs) == 0
 }
 
-var (
-	z2jhSpan   = regexp.MustCompile("`([^`]+)`")
-	z2jhValue  = regexp.MustCompile(`^(singleuser|scheduling|imagePullSecrets?)(\.[A-Za-z]+)*$`)
-	z2jhOption = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
-	z2jhKey    = regexp.MustCompile(`^([a-z][a-z0-9_]*)(:|$)`)
-)
-
-// z2jhRow is a row of the page's singleuser table.
-type z2jhRow struct {
-	line            int
-	values, options []string
-	// keys are the options the spawnkit column uses as keys of the
-	// service's YAML (`name` or `name: value`).
-	keys []string
-}
-
-// table parses the page's table whose header starts "| z2jh value |".
-func (d *z2jhDoc) table(t *testing.T) []z2jhRow {
-	t.Helper()
-	var rows []z2jhRow
-	in := false
-	for i, l := range d.lines {
-		switch {
-		case strings.HasPrefix(l, "| z2jh value |"):
-			in = true
-			continue
-		case !in:
-			continue
-		case !strings.HasPrefix(l, "|"):
-			in = false
-			continue
-		case strings.HasPrefix(l, "| ---"):
-			continue
-		}
-		cells := strings.Split(strings.Trim(l, "|"), " | ")
-		if len(cells) != 3 {
-			t.Fatalf("docs/z2jh.md:%d: %d cells, want 3", i+1, len(cells))
-		}
-		r := z2jhRow{line: i + 1}
-		for _, m := range z2jhSpan.FindAllStringSubmatch(cells[0], -1) {
-			if z2jhValue.MatchString(m[1]) {
-				r.values = append(r.values, m[1])
-			}
-		}
-		for _, m := range z2jhSpan.FindAllStringSubmatch(cells[1], -1) {
-			if z2jhOption.MatchString(m[1]) {
-				r.options = append(r.options, m[1])
-			}
-		}
-		for _, m := range z2jhSpan.FindAllStringSubmatch(cells[2], -1) {
-			if k := z2jhKey.FindStringSubmatch(m[1]); k != nil {
-				r.keys = append(r.keys, k[1])
-			}
-		}
-		rows = append(rows, r)
-	}
-	if len(rows) == 0 {
-		t.Fatal("docs/z2jh.md has no table headed | z2jh value |")
-	}
-	return rows
-}
-
 // kubespawnerOptions reads docs/kubespawner-options.md's table: option
 // name to status.
 func kubespawnerOptions(t *testing.T) map[string]string {
@@ -844,36 +862,32 @@ func kubespawnerOptions(t *testing.T) map[string]string {
 	return out
 }
 
-// checkTable: every row names options kubespawner-options.md lists and
-// does not call not applicable; the spawnkit column never puts an option
-// that acts in the hub into the service's YAML; and every assignment of
-// z2jh's jupyterhub_config.py has its row.
-func (d *z2jhDoc) checkTable(t *testing.T) {
+// checkOptionsRead: every option z2jh's jupyterhub_config.py assigns is
+// one SpawnkitSpawner reads (in the option list the Python package ships,
+// or one of JupyterHub's own Spawner traits) and the service honours
+// (docs/kubespawner-options.md does not call it not applicable).
+func checkOptionsRead(t *testing.T) {
 	options := kubespawnerOptions(t)
-	rows := d.table(t)
-	for _, r := range rows {
-		if len(r.options) == 0 {
-			t.Errorf("docs/z2jh.md:%d names no KubeSpawner option", r.line)
-		}
-		for _, o := range r.options {
-			switch status, ok := options[o]; {
-			case !ok:
-				t.Errorf("docs/z2jh.md:%d: %s is not in docs/kubespawner-options.md", r.line, o)
-			case status == "not applicable":
-				t.Errorf("docs/z2jh.md:%d: %s is not applicable in spawnkit (docs/kubespawner-options.md)", r.line, o)
-			}
-		}
-		for _, k := range r.keys {
-			if options[k] == "hub" || options[k] == "not applicable" {
-				t.Errorf("docs/z2jh.md:%d puts %s into the service's YAML, where it does nothing (docs/kubespawner-options.md: %s)", r.line, k, options[k])
-			}
-		}
+	data, err := os.ReadFile("../../python/spawnkit_jupyterhub/kubespawner_options.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []struct{ Name, Status string }
+	if err := json.Unmarshal(data, &list); err != nil {
+		t.Fatal(err)
+	}
+	shipped := map[string]bool{}
+	for _, o := range list {
+		shipped[o.Name] = true
 	}
 	for _, a := range z2jhAssignments {
-		if !slices.ContainsFunc(rows, func(r z2jhRow) bool {
-			return slices.Contains(r.values, a.value) && slices.Contains(r.options, a.option)
-		}) {
-			t.Errorf("docs/z2jh.md's table has no row for %s, which z2jh's jupyterhub_config.py turns into %s", a.value, a.option)
+		switch status, ok := options[a.option]; {
+		case !ok:
+			t.Errorf("%s (from %s) is not in docs/kubespawner-options.md", a.option, a.value)
+		case status == "not applicable":
+			t.Errorf("%s (from %s) is not applicable in spawnkit", a.option, a.value)
+		case !shipped[a.option]:
+			t.Errorf("%s (from %s) is not in the Python Spawner's option list", a.option, a.value)
 		}
 	}
 }

@@ -1,12 +1,15 @@
 # JupyterHub with spawnkit instead of KubeSpawner.
 #
-# The Kubernetes options that were c.KubeSpawner.<option> (image,
-# profile_list, cpu_limit, storage_*, extra_*, namespace, ...) move, with
-# the same names, to the spawner-service's YAML (spawner-service.yaml next
-# to this file). What stays here is what JupyterHub itself uses: the hub,
-# the authenticator, and the Spawner options of JupyterHub's own base class
-# (start_timeout, http_timeout, poll_interval, environment, cmd, args,
-# pre_spawn_hook, ...), renamed from c.KubeSpawner to c.Spawner.
+# The Kubernetes options (image, profile_list, cpu_limit, storage_*,
+# extra_*, namespace, ...) can live in either of two places. Here, as
+# c.KubeSpawner.<option> (what Zero to JupyterHub writes): SpawnkitSpawner
+# reads them and sends them with each start, and the service bounds them
+# by its -hub-policy. Or, as this example does, in the spawner-service's
+# YAML (spawner-service.yaml next to this file), under the same names,
+# where only the operator of the service sets them. What stays here then
+# is what JupyterHub itself uses: the hub, the authenticator, and the
+# Spawner options of JupyterHub's own base class (start_timeout,
+# http_timeout, poll_interval, cmd, args, pre_spawn_hook, ...).
 #
 #   pip install ./python    # from the repository root: spawnkit-jupyterhub, where JupyterHub runs
 #   SPAWNKIT_SERVICE_TOKEN=$(cat token) jupyterhub -f jupyterhub_config.py
