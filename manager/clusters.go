@@ -633,6 +633,9 @@ func (m *Manager) reconcileCell(c *cell, down bool) {
 func (m *Manager) viewLocked(e *entry) Status {
 	st := e.status
 	st.Cluster = e.cell.name
+	if e.hub != "" {
+		st.State.Hub = e.hub
+	}
 	if e.splitBrain != "" {
 		st.Phase, st.Ready, st.ExitCode = PhaseUnknown, false, nil
 		st.Reason, st.Message = ReasonSplitBrain, e.splitBrain

@@ -32,6 +32,9 @@ type SpawnOptions struct {
 	SSL *spawner.SSL
 	// UserID is the hub's id of the user. Default: the server's UserID.
 	UserID int64
+	// Hub names the hub that starts the server (spawner.StartOptions.Hub):
+	// Status.State.Hub says it from the moment Spawn accepts the start.
+	Hub string
 	// HubNamespace is the namespace the hub runs in (the source of
 	// {hubnamespace}); HubVersion, when set, is written as the
 	// hub.jupyter.org/jupyterhub-version annotation. See
@@ -60,7 +63,7 @@ type SpawnOptions struct {
 
 func (o *SpawnOptions) startOptions(s naming.Server) spawner.StartOptions {
 	sopts := spawner.StartOptions{UserOptions: o.UserOptions, Attributes: o.Attributes, Env: o.Env, Cmd: o.Cmd, Args: o.Args, SSL: o.SSL,
-		UserID: o.UserID, HubNamespace: o.HubNamespace, HubVersion: o.HubVersion}
+		UserID: o.UserID, HubNamespace: o.HubNamespace, HubVersion: o.HubVersion, Hub: o.Hub}
 	if sopts.UserID == 0 {
 		sopts.UserID = s.UserID
 	}
@@ -261,6 +264,7 @@ func (m *Manager) startLocked(ctx context.Context, e *entry, s naming.Server, so
 		return nil, Status{}, false, ErrNotLeader
 	}
 	now := m.opts.Clock.Now()
+	e.hub = sopts.Hub
 	e.seeded = false
 	e.status.StartedAt, e.status.ReadyAt, e.status.ExitCode = &now, nil, nil
 	e.status.URL, e.status.Reason, e.status.Message = "", "", ""

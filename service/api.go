@@ -59,6 +59,8 @@ type backend interface {
 // serverID names a server; Name "" is the user's default server.
 type serverID struct {
 	User, Name string
+	// Hub is the requesting hub's HubHeader ("" without one).
+	Hub string
 }
 
 // spawnRequest is a decoded POST body.
@@ -81,6 +83,9 @@ type spawnRequest struct {
 	// seeded (Seed) before the start, so that a server already running
 	// under it is not started twice and its claim in use is kept.
 	State *spawner.State
+	// Hub is the hub starting the server (HubHeader), recorded in its
+	// state.
+	Hub string
 	// Config, when not empty, is the hub's own configuration for this
 	// start: a JSON object of KubeSpawner options set over the service's
 	// configuration, bounded by its HubPolicy.

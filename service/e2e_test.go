@@ -102,6 +102,15 @@ type e2eService struct {
 	// stop cancels the service's context and returns what serve
 	// returned; later calls return the same.
 	stop func() error
+	// hub, when set, is sent as HubHeader (see as).
+	hub string
+}
+
+// as is s for requests of the hub named hub.
+func (s *e2eService) as(hub string) *e2eService {
+	c := *s
+	c.hub = hub
+	return &c
 }
 
 // startService runs the package as a Go hub would mount it: a Manager
@@ -211,6 +220,9 @@ func (s *e2eService) send(ctx context.Context, method, path, body string) exchan
 		return x
 	}
 	x.req.Header.Set("Authorization", "Bearer "+testToken)
+	if s.hub != "" {
+		x.req.Header.Set(HubHeader, s.hub)
+	}
 	if body != "" {
 		x.req.Header.Set("Content-Type", "application/json")
 	}

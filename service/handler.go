@@ -105,6 +105,9 @@ func (a *api) handle(h func(w http.ResponseWriter, r *http.Request) error) http.
 // checkPath refuses user and server names in the path that no hub can
 // have (NUL bytes, invalid UTF-8) before any handler sees them.
 func checkPath(r *http.Request) error {
+	if _, err := hubOf(r); err != nil {
+		return err
+	}
 	if !strings.Contains(r.Pattern, "{user}") {
 		return nil
 	}
@@ -114,8 +117,11 @@ func checkPath(r *http.Request) error {
 	return nil
 }
 
+// serverOf names the request's server and hub (checkPath has checked
+// the hub's header).
 func serverOf(r *http.Request) serverID {
-	return serverID{User: r.PathValue("user"), Name: r.PathValue("name")}
+	hub, _ := hubOf(r)
+	return serverID{User: r.PathValue("user"), Name: r.PathValue("name"), Hub: hub}
 }
 
 func (a *api) spawn(w http.ResponseWriter, r *http.Request) error {
@@ -152,9 +158,23 @@ func (a *api) spawn(w http.ResponseWriter, r *http.Request) error {
 	if len(body.Cmd) > 0 {
 		req.Cmd = body.Cmd
 	}
-	st, started, err := a.b.Spawn(r.Context(), serverOf(r), req)
+	s := serverOf(r)
+	if known, err := a.ownership(r, s); err != nil && (known == nil || (known.Phase != "stopped" && known.Phase != "failed")) {
+		// Another hub's server may start for this hub only once it is
+		// stopped (its pod gone): the server is then this hub's.
+		if known != nil {
+			return errConflict(fmt.Errorf("server %q of user %q is another hub's (%q), and %s: two hubs on one service need distinct user names", s.Name, s.User, ownerOf(*known), known.Phase))
+		}
+		return err
+	}
+	req.Hub = s.Hub
+	st, started, err := a.b.Spawn(r.Context(), s, req)
 	if err != nil {
 		return err
+	}
+	if !visible(st, s.Hub) {
+		// Another hub's start won the race.
+		return errConflict(fmt.Errorf("server %q of user %q is another hub's (%q), and %s", s.Name, s.User, ownerOf(st), st.Phase))
 	}
 	code := http.StatusOK
 	if started {
@@ -171,9 +191,16 @@ func (a *api) seed(w http.ResponseWriter, r *http.Request) error {
 	if err := readJSON(w, r, &st); err != nil {
 		return err
 	}
-	status, err := a.b.Seed(r.Context(), serverOf(r), st)
+	s := serverOf(r)
+	if _, err := a.ownership(r, s); err != nil {
+		return err
+	}
+	status, err := a.b.Seed(r.Context(), s, st)
 	if err != nil {
 		return err
+	}
+	if !visible(status, s.Hub) {
+		return notYours(s)
 	}
 	writeJSON(w, http.StatusOK, status)
 	return nil
@@ -259,9 +286,13 @@ func envVars(env map[string]string) ([]corev1.EnvVar, error) {
 }
 
 func (a *api) poll(w http.ResponseWriter, r *http.Request) error {
-	st, err := a.b.Poll(r.Context(), serverOf(r))
+	s := serverOf(r)
+	st, err := a.b.Poll(r.Context(), s)
 	if err != nil {
 		return err
+	}
+	if !visible(st, s.Hub) {
+		return notYours(s)
 	}
 	writeJSON(w, http.StatusOK, st)
 	return nil
@@ -283,6 +314,9 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) error {
 	}
 	forever, err := boolParam(q, "forever")
 	if err != nil {
+		return err
+	}
+	if _, err := a.ownership(r, serverOf(r)); err != nil {
 		return err
 	}
 	if forever {
@@ -325,6 +359,8 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	hub, _ := hubOf(r)
+	list = slices.DeleteFunc(list, func(st serverStatus) bool { return !visible(st, hub) })
 	if list == nil {
 		list = []serverStatus{} // [] rather than null
 	}

@@ -122,6 +122,7 @@ var routes = []struct{ method, path, body string }{
 	{"DELETE", "/v1/users/alice/servers/lab", ""},
 	{"GET", "/v1/users/alice/servers/lab/progress", ""},
 	{"GET", "/v1/users/alice/options-form", ""},
+	{"POST", "/v1/users/alice/options-form", "{}"},
 	{"POST", "/v1/users/alice/options-from-form", "{}"},
 	{"PUT", "/v1/users/alice/server/state", `{"pod_name":"jupyter-alice","namespace":"default"}`},
 	{"PUT", "/v1/users/alice/servers/lab/state", `{"pod_name":"jupyter-alice--lab","namespace":"default"}`},
@@ -135,10 +136,10 @@ var routes = []struct{ method, path, body string }{
 
 func TestAuthOnEveryPath(t *testing.T) {
 	ta := newTestAPI(t, time.Hour)
-	ta.fake.set(serverID{"alice", ""}, "running")
-	ta.fake.set(serverID{"alice", "lab"}, "running")
-	ta.fake.publish(serverID{"alice", ""}, progressEvent{Progress: 100, Ready: true, URL: "http://x", Time: time.Now()})
-	ta.fake.publish(serverID{"alice", "lab"}, progressEvent{Progress: 100, Ready: true, URL: "http://x", Time: time.Now()})
+	ta.fake.set(serverID{User: "alice", Name: ""}, "running")
+	ta.fake.set(serverID{User: "alice", Name: "lab"}, "running")
+	ta.fake.publish(serverID{User: "alice", Name: ""}, progressEvent{Progress: 100, Ready: true, URL: "http://x", Time: time.Now()})
+	ta.fake.publish(serverID{User: "alice", Name: "lab"}, progressEvent{Progress: 100, Ready: true, URL: "http://x", Time: time.Now()})
 	denied := []struct {
 		name string
 		auth string // "" sends no header
@@ -292,6 +293,8 @@ func TestBadRequests(t *testing.T) {
 		{"body over 1 MiB", "POST", "/v1/users/a/server", big, [2]string{}, 413, reasonTooLarge},
 		{"named body over 1 MiB", "POST", "/v1/users/a/servers/x", big, [2]string{}, 413, reasonTooLarge},
 		{"form body over 1 MiB", "POST", "/v1/users/a/options-from-form", big, [2]string{}, 413, reasonTooLarge},
+		{"options form body over 1 MiB", "POST", "/v1/users/a/options-form", big, [2]string{}, 413, reasonTooLarge},
+		{"options form not JSON", "POST", "/v1/users/a/options-form", `config=x`, [2]string{}, 400, reasonBadRequest},
 		{"form not JSON", "POST", "/v1/users/a/options-from-form", `profile=x`, [2]string{}, 400, reasonBadRequest},
 		{"form value a string", "POST", "/v1/users/a/options-from-form", `{"profile": "gpu"}`, [2]string{}, 400, reasonBadRequest},
 		{"form value null", "POST", "/v1/users/a/options-from-form", `{"profile": null}`, [2]string{}, 400, reasonBadRequest},
@@ -334,7 +337,7 @@ func TestNotFound(t *testing.T) {
 func TestConflictWhileStopping(t *testing.T) {
 	ta := newTestAPI(t, time.Hour)
 	for _, path := range []string{"/v1/users/alice/server", "/v1/users/alice/servers/lab"} {
-		s := serverID{"alice", strings.TrimPrefix(path, "/v1/users/alice/servers/")}
+		s := serverID{User: "alice", Name: strings.TrimPrefix(path, "/v1/users/alice/servers/")}
 		if s.Name == path {
 			s.Name = ""
 		}
@@ -346,8 +349,8 @@ func TestConflictWhileStopping(t *testing.T) {
 
 func TestStopPassesNow(t *testing.T) {
 	ta := newTestAPI(t, time.Hour)
-	ta.fake.set(serverID{"alice", ""}, "running")
-	ta.fake.set(serverID{"alice", "lab"}, "running")
+	ta.fake.set(serverID{User: "alice", Name: ""}, "running")
+	ta.fake.set(serverID{User: "alice", Name: "lab"}, "running")
 	for _, q := range []string{"/v1/users/alice/server?now=true", "/v1/users/alice/server", "/v1/users/alice/servers/lab?now=false", "/v1/users/alice/servers/lab?now=1"} {
 		resp, data := ta.do(t, "DELETE", q, "")
 		if st := decodeStatus(t, data); resp.StatusCode != http.StatusOK || st.Phase != "stopped" || st.ExitCode == nil {
@@ -361,8 +364,8 @@ func TestStopPassesNow(t *testing.T) {
 
 func TestPoll(t *testing.T) {
 	ta := newTestAPI(t, time.Hour)
-	ta.fake.set(serverID{"alice", ""}, "running")
-	ta.fake.set(serverID{"alice", "lab"}, "failed")
+	ta.fake.set(serverID{User: "alice", Name: ""}, "running")
+	ta.fake.set(serverID{User: "alice", Name: "lab"}, "failed")
 	resp, data := ta.do(t, "GET", "/v1/users/alice/server", "")
 	if st := decodeStatus(t, data); resp.StatusCode != 200 || st.Phase != "running" || st.ExitCode != nil || !strings.Contains(string(data), `"exit_code":null`) {
 		t.Errorf("running: %d %s, want exit_code null", resp.StatusCode, data)
@@ -379,7 +382,7 @@ func TestListEmptyIsArray(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(data)) != "[]" {
 		t.Errorf("empty list: %d %q, want []", resp.StatusCode, data)
 	}
-	ta.fake.set(serverID{"alice", ""}, "running")
+	ta.fake.set(serverID{User: "alice", Name: ""}, "running")
 	_, data = ta.do(t, "GET", "/v1/servers", "")
 	var list []serverStatus
 	if err := json.Unmarshal(data, &list); err != nil || len(list) != 1 || list[0].User != "alice" {
@@ -450,7 +453,7 @@ func TestProgressReplaysAndResumes(t *testing.T) {
 	} {
 		t.Run(c.path+"#"+c.lastID, func(t *testing.T) {
 			ta := newTestAPI(t, time.Hour)
-			for _, s := range []serverID{{"alice", ""}, {"alice", "lab"}} {
+			for _, s := range []serverID{{User: "alice", Name: ""}, {User: "alice", Name: "lab"}} {
 				ta.fake.set(s, "running")
 				for _, e := range startEvents() {
 					ta.fake.publish(s, e)
@@ -491,7 +494,7 @@ func TestProgressReplaysAndResumes(t *testing.T) {
 
 func TestProgressFailedEvent(t *testing.T) {
 	ta := newTestAPI(t, time.Hour)
-	s := serverID{"alice", ""}
+	s := serverID{User: "alice", Name: ""}
 	ta.fake.set(s, "failed")
 	ta.fake.publish(s, progressEvent{Progress: 100, Failed: true, Reason: "ErrImagePull", Message: "no image", Time: time.Now()})
 	_, data := ta.do(t, "GET", "/v1/users/alice/server/progress", "")
@@ -506,7 +509,7 @@ func TestProgressFailedEvent(t *testing.T) {
 // (flushed), and the end after the final event.
 func TestProgressFollowsWithKeepalive(t *testing.T) {
 	ta := newTestAPI(t, 20*time.Millisecond)
-	s := serverID{"alice", "lab"}
+	s := serverID{User: "alice", Name: "lab"}
 	ta.fake.set(s, "starting")
 	ta.fake.publish(s, startEvents()[0])
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", ta.url+"/v1/users/alice/servers/lab/progress", nil)

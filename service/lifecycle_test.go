@@ -21,8 +21,8 @@ func TestUnavailableOnEveryRoute(t *testing.T) {
 	for _, reason := range []string{reasonNotLeader, reasonNotReady} {
 		t.Run(reason, func(t *testing.T) {
 			ta := newTestAPI(t, time.Hour)
-			ta.fake.set(serverID{"alice", ""}, "running")
-			ta.fake.set(serverID{"alice", "lab"}, "running")
+			ta.fake.set(serverID{User: "alice", Name: ""}, "running")
+			ta.fake.set(serverID{User: "alice", Name: "lab"}, "running")
 			ta.fake.notReady = errUnavailable(reason, errors.New("manager: this replica does not lead"))
 			for _, r := range routes {
 				if !strings.HasPrefix(r.path, "/v1/") || (r.method == "PUT" && !strings.HasSuffix(r.path, "/state")) || r.path == "/v1/nope" || strings.HasSuffix(r.path, "/servers/") {
@@ -48,7 +48,7 @@ func TestUnavailableOnEveryRoute(t *testing.T) {
 // (409) and every malformed combination (400) before the backend sees it.
 func TestDeleteForever(t *testing.T) {
 	ta := newTestAPI(t, time.Hour)
-	alice, lab := serverID{"alice", ""}, serverID{"alice", "lab"}
+	alice, lab := serverID{User: "alice", Name: ""}, serverID{User: "alice", Name: "lab"}
 	ta.fake.set(alice, "running")
 	ta.fake.set(lab, "running")
 	for _, path := range []string{"/v1/users/alice/server", "/v1/users/alice/servers/lab"} {
@@ -67,7 +67,7 @@ func TestDeleteForever(t *testing.T) {
 		resp, data := ta.do(t, "DELETE", "/v1/users/alice/server?"+q, "", malformed())
 		wantError(t, resp, data, http.StatusBadRequest, reasonBadRequest)
 	}
-	want := []serverID{alice, lab, alice, lab, {"forgotten", "old"}}
+	want := []serverID{alice, lab, alice, lab, {User: "forgotten", Name: "old"}}
 	if !reflect.DeepEqual(ta.fake.deleted, want) {
 		t.Errorf("the backend deleted %v, want %v", ta.fake.deleted, want)
 	}
@@ -137,7 +137,7 @@ func TestQueryValuesNeverLogged(t *testing.T) {
 func TestRequestMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	fake := newFakeBackend()
-	fake.set(serverID{"alice", ""}, "running")
+	fake.set(serverID{User: "alice", Name: ""}, "running")
 	h, err := newHandler(fake, handlerOptions{Token: func() string { return testToken }, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
@@ -228,10 +228,10 @@ func counterValue(reg prometheus.Gatherer, name string, labels map[string]string
 // "state" reaches the backend with the start.
 func TestSeedState(t *testing.T) {
 	ta := newTestAPI(t, time.Hour)
-	ta.fake.set(serverID{"alice", "lab"}, "running")
+	ta.fake.set(serverID{User: "alice", Name: "lab"}, "running")
 	for _, path := range []string{"/v1/users/alice/servers/lab/state", "/v1/users/alice/server/state"} {
 		if path == "/v1/users/alice/server/state" {
-			ta.fake.set(serverID{"alice", ""}, "running")
+			ta.fake.set(serverID{User: "alice", Name: ""}, "running")
 		}
 		resp, data := ta.do(t, "PUT", path, `{"pod_name":"nb-alice","namespace":"old","pvc_name":"claim-alice"}`)
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"phase":"running"`) {
@@ -266,7 +266,7 @@ func TestSeedState(t *testing.T) {
 	}
 
 	before := len(ta.fake.seeds)
-	ta.fake.set(serverID{"bob", ""}, "stopped")
+	ta.fake.set(serverID{User: "bob", Name: ""}, "stopped")
 	resp, data := ta.do(t, "POST", "/v1/users/bob/server", `{"state":{"pvc_name":"claim-bob-old"}}`)
 	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
 		t.Fatalf("a start with a state: %d %s", resp.StatusCode, data)

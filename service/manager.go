@@ -67,7 +67,7 @@ func (b *managerBackend) Spawn(ctx context.Context, s serverID, req spawnRequest
 	}
 	opts := manager.SpawnOptions{
 		UserOptions: req.UserOptions, Env: req.Env, Cmd: req.Cmd, Args: req.Args, UserID: req.UserID,
-		HubVersion: req.HubVersion, Attributes: req.Attributes,
+		HubVersion: req.HubVersion, Attributes: req.Attributes, Hub: req.Hub,
 	}
 	if len(req.Config) > 0 {
 		cfg, err := b.hub.load(req.Config)

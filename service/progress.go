@@ -25,6 +25,9 @@ func (a *api) progress(w http.ResponseWriter, r *http.Request) error {
 		}
 		after = n
 	}
+	if _, err := a.ownership(r, serverOf(r)); err != nil {
+		return err
+	}
 	events, err := a.b.Events(r.Context(), serverOf(r))
 	if err != nil {
 		return err

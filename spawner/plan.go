@@ -244,6 +244,7 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 	st.Services = cfg.ServicesEnabled || opts.SSL != nil
 	st.ConnectHost = r.connectHost
 	st.UserID = opts.UserID
+	st.Hub = opts.Hub
 	st.UserOptions = maps.Clone(opts.UserOptions)
 	st.URL = ""
 	st.Version = Version

@@ -44,6 +44,9 @@ type StartOptions struct {
 	SSL *SSL
 	// UserID is the hub's id of the user, recorded in State.
 	UserID int64
+	// Hub names the hub that starts the server, recorded in State (and so
+	// on the pod), for a service shared by several hubs.
+	Hub string
 	// HubNamespace is the namespace the hub runs in, the default of
 	// namespace and the source of {hubnamespace}. Default: the in-cluster
 	// service account's namespace, else "default" (as KubeSpawner).

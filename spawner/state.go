@@ -42,6 +42,10 @@ type State struct {
 	ConnectHost string            `json:"connect_host,omitempty"` // pod_connect_ip, rendered
 	UserID      int64             `json:"user_id,omitempty"`
 	UserOptions map[string]string `json:"user_options,omitempty"`
+	// Hub is the hub that started the server (StartOptions.Hub): "" for
+	// a hub that names none. The spawner-service answers a hub only
+	// about servers of its own, or of none.
+	Hub string `json:"hub,omitempty"`
 	// URL is the URL the last successful Start returned.
 	URL     string `json:"url,omitempty"`
 	Version string `json:"spawnkit_version"`

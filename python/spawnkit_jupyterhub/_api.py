@@ -73,6 +73,8 @@ class ServiceAPI:
         headers = {"Accept": "application/json"}
         if self.s.service_token:
             headers["Authorization"] = f"Bearer {self.s.service_token}"
+        if self.s.hub_id:
+            headers["Spawnkit-Hub"] = self.s.hub_id
         if extra:
             headers.update(extra)
         return headers

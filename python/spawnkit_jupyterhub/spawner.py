@@ -53,10 +53,11 @@ poll end a server.
 
 import asyncio
 import os
+import re
 import time
 from urllib.parse import quote, urlsplit
 
-from traitlets import Bool, Float, Integer, Unicode, default
+from traitlets import Bool, Float, Integer, TraitError, Unicode, default, validate
 
 import jupyterhub
 from jupyterhub.traitlets import Command
@@ -109,6 +110,28 @@ class SpawnkitSpawner(KubeSpawner):
     @default("service_token")
     def _service_token_default(self):
         return os.environ.get("SPAWNKIT_SERVICE_TOKEN", "")
+
+    hub_id = Unicode(
+        "",
+        help="""This hub's name at the service, when several hubs share one
+        spawner-service: a DNS label (lower case letters, digits and '-'),
+        sent as the Spawnkit-Hub header. The service records it on each
+        server this hub starts and answers this hub only about its own
+        servers (another hub's is unknown to it, and starting it is refused
+        while it runs). Give every hub of a shared service its own; keep it
+        once servers run, since servers started under another id are no
+        longer this hub's. "" (default): the service's one hub, which sees
+        every server.""",
+    ).tag(config=True)
+
+    @validate("hub_id")
+    def _validate_hub_id(self, proposal):
+        value = proposal["value"]
+        if value and not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", value):
+            raise TraitError(
+                f"c.SpawnkitSpawner.hub_id {value!r}: want a DNS label (lower case letters, digits and '-', at most 63)"
+            )
+        return value
 
     service_request_timeout = Float(
         60,

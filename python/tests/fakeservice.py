@@ -47,6 +47,8 @@ class Request:
         self.body = body
         self.received = asyncio.get_running_loop().time()
         self.answered = None
+        # The Spawnkit-Hub header, None without one.
+        self.hub = None
 
     def __repr__(self):
         return f"{self.method} {self.path}{'?' + self.query if self.query else ''}"
@@ -136,6 +138,7 @@ class _ServerHandler(web.RequestHandler):
             return
         body = json.loads(self.request.body) if self.request.body else None
         self.record = Request(self.request.method, self.path_args[0] + (self.path_args[1] or ""), self.request.query, body)
+        self.record.hub = self.request.headers.get("Spawnkit-Hub")
         self.fake.requests.append(self.record)
 
     def on_finish(self):

@@ -542,3 +542,28 @@ class SerializationTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class HubIdTest(ServiceTestCase):
+    """hub_id names this hub at a service several hubs share."""
+
+    async def test_every_request_names_the_hub(self):
+        spawner = make_spawner(self.service.url, hub_id="hub-a")
+        await spawner.start()
+        await spawner.poll()
+        await spawner.stop()
+        self.assertTrue(self.service.requests)
+        for r in self.service.requests:
+            self.assertEqual(r.hub, "hub-a", r)
+
+    async def test_no_hub_id_sends_no_header(self):
+        spawner = make_spawner(self.service.url)
+        await spawner.start()
+        self.assertTrue(self.service.requests)
+        self.assertEqual({r.hub for r in self.service.requests}, {None})
+
+    def test_a_malformed_hub_id_fails_naming_it(self):
+        for bad in ("Hub_A", "-a", "a" * 64, "hub a"):
+            with self.assertRaises(TraitError) as cm:
+                make_spawner("http://127.0.0.1:1", hub_id=bad)
+            self.assertIn("hub_id", str(cm.exception))
