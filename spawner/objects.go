@@ -272,7 +272,13 @@ func (s *Spawner) ensureOwned(ctx context.Context, pod *corev1.Pod, obj interfac
 			}
 		}
 		if err := s.checkOwner(kind, existing, true); err != nil {
-			return retry.Permanent(err)
+			if gone, gerr := s.ownerPodsGone(ctx, existing); gerr != nil || !gone {
+				return retry.Permanent(err)
+			}
+			// Another server's, but every pod owning it is gone: the
+			// garbage collector's to remove, and in the way now (the
+			// name of a stopped server's pod, taken by this one under
+			// another template). Deleted as the collector would.
 		}
 		if err := del(ctx, existing.GetUID()); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return err
@@ -283,6 +289,31 @@ func (s *Spawner) ensureOwned(ctx context.Context, pod *corev1.Pod, obj interfac
 		return fmt.Errorf("%s %s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return nil
+}
+
+// ownerPodsGone reports whether obj is owned by pods only, none of which
+// exists any more (not found, or a pod of that name with another UID):
+// the garbage collector will delete it. An error reading a pod is
+// returned as it is (not gone).
+func (s *Spawner) ownerPodsGone(ctx context.Context, obj metav1.Object) (bool, error) {
+	refs := obj.GetOwnerReferences()
+	if len(refs) == 0 {
+		return false, nil
+	}
+	for _, ref := range refs {
+		if ref.Kind != "Pod" || ref.APIVersion != "v1" {
+			return false, nil
+		}
+		p, err := s.b.client.CoreV1().Pods(obj.GetNamespace()).Get(ctx, ref.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return false, err
+		case p.UID == ref.UID:
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 func uidPrecondition(uid types.UID) metav1.DeleteOptions {
