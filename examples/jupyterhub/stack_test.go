@@ -65,6 +65,8 @@ type stackOptions struct {
 	// serviceConfig is the service's -config (default:
 	// testdata/spawner-service.yaml); clusters its -clusters file, if any.
 	serviceConfig, clusters string
+	// hubPolicy is the service's -hub-policy file, if any.
+	hubPolicy string
 }
 
 // newStack installs the Python package (once per test binary), builds the
@@ -140,6 +142,9 @@ func (s *stack) startService(ctx context.Context, t *testing.T) {
 		"-probe-listen", "127.0.0.1:0"}
 	if s.opts.clusters != "" {
 		args = append(args, "-clusters", s.opts.clusters)
+	}
+	if s.opts.hubPolicy != "" {
+		args = append(args, "-hub-policy", s.opts.hubPolicy)
 	}
 	p, err := startProcess("spawner-service", s.dir, s.logPath("spawner-service"), nil, s.serviceBin, args...)
 	if err != nil {
