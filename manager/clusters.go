@@ -633,7 +633,7 @@ func (m *Manager) reconcileCell(c *cell, down bool) {
 func (m *Manager) viewLocked(e *entry) Status {
 	st := e.status
 	st.Cluster = e.cell.name
-	if e.hub != "" {
+	if e.hubSet {
 		st.State.Hub = e.hub
 	}
 	if e.splitBrain != "" {

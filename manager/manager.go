@@ -225,10 +225,12 @@ type entry struct {
 	// readyVersion is the pod version the last start or resume found
 	// ready, while the phase is still the one set from it: see runStart.
 	readyVersion string
-	// hub is the Hub of the last start Spawn accepted (SpawnOptions.Hub):
-	// the Spawner's state records it only once the start has planned, and
-	// a second hub asking meanwhile must see whose start it is.
-	hub string
+	// hub is the Hub of the last start Spawn accepted (SpawnOptions.Hub),
+	// set with hubSet: the Spawner's state records it only once the
+	// start has planned, and a second hub asking meanwhile must see whose
+	// start it is ("" included).
+	hub    string
+	hubSet bool
 }
 
 // opKind is what an operation does.

@@ -139,6 +139,13 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 			return Status{}, false, err
 		}
 		fresh = sp
+		if known != nil && prev == target {
+			// Another configuration than the entry's Spawner has: the
+			// plan (and Admit) must see what that Spawner knew, the claim
+			// in use above all, as the start will (startLocked hands it
+			// over again under the entry's lock).
+			fresh.LoadState(knownSp.State())
+		}
 	}
 	sopts := opts.startOptions(s)
 	plan, err := sp.Plan(ctx, sopts)
@@ -264,7 +271,7 @@ func (m *Manager) startLocked(ctx context.Context, e *entry, s naming.Server, so
 		return nil, Status{}, false, ErrNotLeader
 	}
 	now := m.opts.Clock.Now()
-	e.hub = sopts.Hub
+	e.hub, e.hubSet = sopts.Hub, true
 	e.seeded = false
 	e.status.StartedAt, e.status.ReadyAt, e.status.ExitCode = &now, nil, nil
 	e.status.URL, e.status.Reason, e.status.Message = "", "", ""

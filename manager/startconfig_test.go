@@ -625,7 +625,6 @@ func TestSpawnWithTwoConfigsAtOnce(t *testing.T) {
 // the objects Admit accepts are the ones created: the pod mounts the
 // server's claim, which Admit saw.
 func TestSpawnAdmitUnderAnotherConfig(t *testing.T) {
-	t.Skip("product bug: Spawn plans with the fresh Spawner before it loads the entry's state (spawn.go, sp.Plan before startLocked's fresh.LoadState), so Admit sees a claim under the new pvc_name_template while the start re-renders and mounts the kept one; remove this Skip with the fix")
 	ns := newNamespace(t)
 	base := withStorage(baseConfig(ns), "claim-{user_server}")
 	m, _ := runManager(t, Options{Config: base})
@@ -664,7 +663,6 @@ func TestSpawnAdmitUnderAnotherConfig(t *testing.T) {
 // another hub started before, says no hub from the status Spawn returns
 // (as its pod records), not the earlier one's.
 func TestSpawnHubNoneAfterAHub(t *testing.T) {
-	t.Skip("product bug: viewLocked (clusters.go) overrides State.Hub only with a non-empty entry.hub, and the state set when the start is accepted is the Spawner's from before it (setPhaseLocked), so a start with Hub \"\" reports the previous start's hub until it runs; remove this Skip with the fix")
 	ns := newNamespace(t)
 	base := baseConfig(ns)
 	base.ProfileList = []spawner.Profile{
