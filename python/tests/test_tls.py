@@ -19,8 +19,7 @@ import unittest
 from tornado.httpclient import AsyncHTTPClient
 from traitlets import TraitError
 
-from spawnkit_jupyterhub import ServiceUnavailable
-from spawnkit_jupyterhub.errors import ServiceTLSError
+from spawnkit_jupyterhub import ServiceTLSError, ServiceUnavailable
 from tests.fakeservice import FakeService, make_spawner
 
 try:
