@@ -72,6 +72,10 @@ type stackOptions struct {
 	// tls, when set, serves the service's API over TLS with its
 	// certificate (-tls-cert-file, -tls-key-file): service_url is https.
 	tls *serviceTLS
+	// httpClient is the hub's tornado HTTP client, "simple" or "curl"
+	// (httpclient_test.go); "": $SPAWNKIT_TEST_HTTP_CLIENT, else
+	// JupyterHub's own choice.
+	httpClient string
 }
 
 // serviceTLS is the service's certificate and what verifies it.
@@ -89,6 +93,7 @@ type serviceTLS struct {
 // service and starts the service, the proxy and JupyterHub.
 func newStack(t *testing.T, tl tools, c *testcluster.Cluster, opts stackOptions) *stack {
 	t.Helper()
+	opts.httpClient = chooseHTTPClient(t, opts.httpClient)
 	s := &stack{
 		tools: tl, venv: requirePackage(t), cluster: c, opts: opts, dir: t.TempDir(),
 		serviceToken: randomToken(), adminToken: randomToken(), proxyToken: randomToken(),
@@ -103,6 +108,7 @@ func newStack(t *testing.T, tl tools, c *testcluster.Cluster, opts stackOptions)
 	// Runs last: the logs are complete once every process has stopped.
 	t.Cleanup(func() {
 		s.checkNoSecretLogged(t)
+		s.checkHTTPClient(t)
 		if t.Failed() {
 			for _, name := range []string{"spawner-service", "configurable-http-proxy", "jupyterhub"} {
 				t.Logf("--- %s.log (last 80 lines) ---\n%s", name, logTail(s.logPath(name), 80))
@@ -265,7 +271,7 @@ func (s *stack) hubConfig(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf(`# Written by jupyterhub_test.go.
+	config := fmt.Sprintf(`# Written by jupyterhub_test.go.
 c = get_config()  # noqa
 load_subconfig(%[1]q)
 
@@ -291,6 +297,10 @@ state_dir = %[10]q
 `, example, s.serviceURL(), s.proxyPort, s.hubAPI, s.proxyAPI,
 		filepath.Join(s.dir, "jupyterhub.sqlite"), filepath.Join(s.dir, "cookie_secret"),
 		s.adminToken, int(hubStartTimeout/time.Second), s.dir) + s.opts.hubConfig
+	if s.opts.httpClient == "simple" {
+		config = hidePycurl + config
+	}
+	return config
 }
 
 // serverPath is a server's path below /users/{user} in JupyterHub's API:

@@ -29,37 +29,32 @@ const tlsServerName = "spawnkit-service.test"
 // certificate from a private CA (-tls-cert-file, -tls-key-file); the real
 // JupyterHub 3.0, configured with c.SpawnkitSpawner.service_ca_file and
 // service_server_name, starts and stops a user's server through it on
-// each of tornado's HTTP clients: "simple" (pycurl made unimportable in
-// the hub, so JupyterHub's init_pycurl keeps tornado's default) and
-// "curl" (JupyterHub's choice whenever pycurl is installed, as in
+// each of tornado's HTTP clients: "simple" (pycurl hidden from the hub)
+// and "curl" (JupyterHub's choice whenever pycurl is installed, as in
 // zero-to-jupyterhub's hub image; libcurl ignores SSL_CERT_FILE). Then
-// the hub restarts without service_ca_file: a start fails within seconds
-// (start_timeout is 120 s), JupyterHub's log naming the service's URL
-// and the setting, and no request reaches the service.
+// the hub restarts without service_ca_file, and again with another CA's:
+// each time a start fails within seconds (start_timeout is 120 s),
+// JupyterHub's log naming the service's URL and the setting, and no
+// request reaches the service.
 func TestJupyterHubTLS(t *testing.T) {
 	tl := requireTools(t)
 	c := testcluster.Require(t, cluster)
-	for _, client := range []struct{ name, class, hubConfig string }{
-		{"simple", "SimpleAsyncHTTPClient", "import sys\n# No pycurl: JupyterHub's init_pycurl keeps tornado's simple client.\nsys.modules[\"pycurl\"] = None\n"},
-		{"curl", "CurlAsyncHTTPClient", ""},
-	} {
-		t.Run(client.name, func(t *testing.T) { testTLS(t, tl, c, client.name, client.class, client.hubConfig) })
+	for _, client := range []string{"simple", "curl"} {
+		t.Run(client, func(t *testing.T) { testTLS(t, tl, c, client) })
 	}
 }
 
-func testTLS(t *testing.T, tl tools, c *testcluster.Cluster, name, class, clientConfig string) {
+func testTLS(t *testing.T, tl tools, c *testcluster.Cluster, client string) {
 	ctx := t.Context()
-	if class == "CurlAsyncHTTPClient" {
-		requirePycurl(t)
-	}
+	class := httpClientClass(client)
 	cert := newServiceCert(t, t.TempDir(), tlsServerName)
 	serverName := fmt.Sprintf("c.SpawnkitSpawner.service_server_name = %q\n", tlsServerName)
-	trusting := clientConfig + serverName + fmt.Sprintf("c.SpawnkitSpawner.service_ca_file = %q\n", cert.caFile)
-	s := newStack(t, tl, c, stackOptions{tls: cert, hubConfig: trusting})
+	trusting := serverName + fmt.Sprintf("c.SpawnkitSpawner.service_ca_file = %q\n", cert.caFile)
+	s := newStack(t, tl, c, stackOptions{tls: cert, hubConfig: trusting, httpClient: client})
 	hubLog, serviceLog := s.logPath("jupyterhub"), s.logPath("spawner-service")
 
 	// Start, progress, polls and stop, each through TLS.
-	user := "tls-" + name
+	user := "tls-" + client
 	s.createUser(ctx, t, user)
 	begin := time.Now()
 	s.startServer(ctx, t, user, "", nil)
@@ -92,54 +87,64 @@ func testTLS(t *testing.T, tl tools, c *testcluster.Cluster, name, class, client
 			t.Errorf("the service's log has no %s %s answered", req.method, req.path)
 		}
 	}
-	t.Logf("%s client: ready in %s over TLS (private CA, server name %s), polled, stopped", name, took.Round(time.Millisecond), tlsServerName)
+	t.Logf("%s client: ready in %s over TLS (private CA, server name %s), polled, stopped", client, took.Round(time.Millisecond), tlsServerName)
 
-	// The same hub without service_ca_file: a start fails at once,
-	// naming the problem, where a service that cannot be reached would
-	// be tried again until start_timeout.
-	s.writeHubConfig(t, clientConfig+serverName+"c.Spawner.start_timeout = 120\n")
-	s.restartHub(ctx, t)
-	other := user + "-no-ca"
-	s.createUser(ctx, t, other)
-	begin = time.Now()
-	s.startServer(ctx, t, other, "", nil)
-	s.waitServer(ctx, t, other, "", 60*time.Second, "failed", gone)
-	failed := time.Since(begin)
-	if failed > 15*time.Second {
-		t.Errorf("the start without service_ca_file failed after %s, want within 15 s (start_timeout is 120 s): it must not be retried", failed.Round(time.Millisecond))
-	}
-	parts := []string{
-		"Unhandled error starting " + other + "'s server: spawnkit service at " + s.serviceURL() + ": its TLS certificate could not be verified (POST /v1/users/" + other + "/server)",
-		"c.SpawnkitSpawner.service_ca_file is not set; tornado's curl client, which JupyterHub uses when pycurl is installed, ignores SSL_CERT_FILE",
-		"set c.SpawnkitSpawner.service_ca_file to the PEM file of the CA that signed the service's certificate",
-	}
-	if !logContains(hubLog, parts...) {
-		t.Errorf("JupyterHub's log has no line with all of %q", parts)
-	}
-	want = fmt.Sprintf("spawnkit: requests to the spawnkit service go through tornado's %s (TLS: the system's CAs, verifying %s at 127.0.0.1:%d)",
-		class, tlsServerName, s.servicePort)
-	if !logContains(hubLog, want) {
-		t.Errorf("JupyterHub's log does not say %q", want)
-	}
-	if n := logCount(serviceLog, `"path"="/v1`+serverPath(other, "")); n != 0 {
-		t.Errorf("the service answered %d requests for %s, want none (the handshake fails)", n, other)
-	}
-	if n := logCount(hubLog, "trying again", other); n != 0 {
-		t.Errorf("JupyterHub's log has %d retries of %s's requests, want none", n, other)
-	}
-	t.Logf("%s client, no service_ca_file: the start failed in %s, naming the setting", name, failed.Round(time.Millisecond))
-}
-
-// requirePycurl fails (CI=true) or skips the test unless the hub's Python
-// can import pycurl (Debian: python3-pycurl).
-func requirePycurl(t *testing.T) {
-	t.Helper()
-	v := requirePackage(t)
-	if _, err := v.run(t.Context(), "-c", "import pycurl"); err != nil {
-		if testcluster.InCI() {
-			t.Fatalf("pycurl, required because CI=true (apt-get install python3-pycurl): %v", err)
+	// The same hub without the CA that signed the service's certificate:
+	// a start fails at once, naming the problem, where a service that
+	// cannot be reached would be tried again until start_timeout.
+	other := newServiceCert(t, t.TempDir(), tlsServerName)
+	for _, bad := range []struct {
+		name, user, config string
+		// fix is what the message tells the operator; trust what the
+		// Spawner says it verifies against.
+		fix, trust string
+	}{
+		{
+			name: "no service_ca_file", user: user + "-no-ca", config: "",
+			fix: "The hub verifies it against the system's CA store (c.SpawnkitSpawner.service_ca_file is not set; " +
+				"tornado's curl client, which JupyterHub uses when pycurl is installed, ignores SSL_CERT_FILE): " +
+				"set c.SpawnkitSpawner.service_ca_file to the PEM file of the CA that signed the service's certificate.",
+			trust: "the system's CAs",
+		},
+		{
+			name: "another CA's service_ca_file", user: user + "-wrong-ca",
+			config: fmt.Sprintf("c.SpawnkitSpawner.service_ca_file = %q\n", other.caFile),
+			fix: "The hub verifies it against c.SpawnkitSpawner.service_ca_file (" + other.caFile + "): " +
+				"make that the PEM file of the CA that signed the service's certificate.",
+			trust: "CA " + other.caFile,
+		},
+	} {
+		s.writeHubConfig(t, serverName+bad.config+"c.Spawner.start_timeout = 120\n")
+		s.restartHub(ctx, t)
+		s.createUser(ctx, t, bad.user)
+		begin = time.Now()
+		s.startServer(ctx, t, bad.user, "", nil)
+		s.waitServer(ctx, t, bad.user, "", 60*time.Second, "failed", gone)
+		failed := time.Since(begin)
+		if failed > 15*time.Second {
+			t.Errorf("%s: the start failed after %s, want within 15 s (start_timeout is 120 s): it must not be retried", bad.name, failed.Round(time.Millisecond))
 		}
-		t.Skipf("pycurl is not installed (apt-get install python3-pycurl): %v", err)
+		parts := []string{
+			"Unhandled error starting " + bad.user + "'s server: spawnkit service at " + s.serviceURL() +
+				": its TLS certificate could not be verified (POST /v1/users/" + bad.user + "/server)",
+			bad.fix,
+			"Not retried: this does not fix itself.",
+		}
+		if !logContains(hubLog, parts...) {
+			t.Errorf("%s: JupyterHub's log has no line with all of %q", bad.name, parts)
+		}
+		want = fmt.Sprintf("spawnkit: requests to the spawnkit service go through tornado's %s (TLS: %s, verifying %s at 127.0.0.1:%d)",
+			class, bad.trust, tlsServerName, s.servicePort)
+		if !logContains(hubLog, want) {
+			t.Errorf("%s: JupyterHub's log does not say %q", bad.name, want)
+		}
+		if n := logCount(serviceLog, `"path"="/v1`+serverPath(bad.user, "")); n != 0 {
+			t.Errorf("%s: the service answered %d requests for %s, want none (the handshake fails)", bad.name, n, bad.user)
+		}
+		if n := logCount(hubLog, "trying again", bad.user); n != 0 {
+			t.Errorf("%s: JupyterHub's log has %d retries of %s's requests, want none", bad.name, n, bad.user)
+		}
+		t.Logf("%s client, %s: the start failed in %s, naming the URL and the setting", client, bad.name, failed.Round(time.Millisecond))
 	}
 }
 
