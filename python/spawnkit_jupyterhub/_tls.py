@@ -100,8 +100,8 @@ def with_server_name(url, tls):
 def request_options(tls, curl):
     """HTTPRequest's arguments for these settings; curl: whether the
     client is tornado's curl client (which needs CONNECT_TO for a server
-    name; the simple client gets a hostname_mapping instead, see
-    client_options)."""
+    name, the simple client gets a hostname_mapping instead, see
+    client_options; and no CA directory beside ca_file)."""
     options = {"validate_cert": True}
     if tls.ca_file:
         options["ca_certs"] = tls.ca_file
@@ -109,15 +109,25 @@ def request_options(tls, curl):
         options["client_cert"] = tls.cert_file
         if tls.key_file:
             options["client_key"] = tls.key_file
-    if tls.server_name and curl:
-        entry = f"{_bracketed(tls.server_name)}:{tls.port}:{_bracketed(tls.address)}:{tls.port}"
+    if curl and (tls.ca_file or tls.server_name):
+        entry = f"{_bracketed(tls.server_name)}:{tls.port}:{_bracketed(tls.address)}:{tls.port}" if tls.server_name else ""
 
-        def connect_to(handle, entry=entry):
+        def prepare(handle, ca_file=tls.ca_file, entry=entry):
             import pycurl
 
-            handle.setopt(pycurl.CONNECT_TO, [entry])
+            if ca_file:
+                # libcurl trusts its built-in CA directory (Debian's:
+                # /etc/ssl/certs) beside CAINFO: without it, service_ca_file
+                # is the only trust, as on the simple client. Handles are
+                # per client, and a client's requests carry one ca_file.
+                try:
+                    handle.unsetopt(pycurl.CAPATH)
+                except pycurl.error:
+                    pass  # a TLS backend without CA directories: none to drop
+            if entry:
+                handle.setopt(pycurl.CONNECT_TO, [entry])
 
-        options["prepare_curl_callback"] = connect_to
+        options["prepare_curl_callback"] = prepare
     return options
 
 

@@ -13,8 +13,10 @@ import asyncio
 import importlib.util
 import os
 import ssl
+import shutil
 import tempfile
 import unittest
+from unittest import mock
 
 from tornado.httpclient import AsyncHTTPClient
 from traitlets import TraitError
@@ -191,6 +193,55 @@ class TLSCase:
             await spawner.stop()
         self.assertLess(loop.time() - begin, 5)
         self.assertEqual(service.requests, [])
+
+    async def test_service_ca_file_replaces_the_system_store(self):
+        # service_ca_file's promise: the system's CAs are then not
+        # trusted. The system store's stand-in trusts the CA that signed
+        # the service's certificate: the simple client's default context
+        # (tornado loads the system store once, at import) and
+        # SSL_CERT_FILE; for libcurl, which trusts a built-in CA directory
+        # beside CAINFO (Debian's /etc/ssl/certs), that directory set on
+        # every handle before tornado's and the Spawner's options.
+        service = self.serve("127.0.0.1")
+        self.trust_as_system_store(self.pki.ca_file)
+        control = make_spawner(service.url)
+        self.assertEqual(
+            await control._service_options_form(),
+            service.form_html,
+            "without service_ca_file, the stand-in for the system's store must verify the service",
+        )
+        other = PKI(self.dir, name="another CA")
+        spawner = make_spawner(service.url, service_ca_file=other.ca_file, service_request_timeout=30)
+        with self.assertRaises(ServiceTLSError) as caught:
+            await asyncio.wait_for(spawner.start(), 10)
+        self.assertIn(f"c.SpawnkitSpawner.service_ca_file ({other.ca_file})", str(caught.exception))
+        self.assertEqual([r.path.rsplit("/", 1)[1] for r in service.requests], ["options-form"])
+
+    def trust_as_system_store(self, ca_file):
+        env = mock.patch.dict(os.environ, {"SSL_CERT_FILE": ca_file})
+        env.start()
+        self.addCleanup(env.stop)
+        if self.client == SIMPLE:
+            from tornado import simple_httpclient
+
+            ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_file)
+            patch = mock.patch.object(simple_httpclient, "_client_ssl_defaults", ctx)
+        else:
+            import pycurl
+            from tornado import curl_httpclient
+
+            capath = os.path.join(self.dir, "system-ca-dir")
+            os.makedirs(capath)
+            shutil.copy(ca_file, capath)
+            setup = curl_httpclient.CurlAsyncHTTPClient._curl_setup_request
+
+            def with_capath(client, curl, *args, **kwargs):
+                curl.setopt(pycurl.CAPATH, capath)
+                return setup(client, curl, *args, **kwargs)
+
+            patch = mock.patch.object(curl_httpclient.CurlAsyncHTTPClient, "_curl_setup_request", with_capath)
+        patch.start()
+        self.addCleanup(patch.stop)
 
     async def test_server_name(self):
         # The certificate names the service's DNS name alone; the hub
