@@ -12,8 +12,9 @@ curl variant is skipped when pycurl cannot be imported, unless CI=true
 import asyncio
 import importlib.util
 import os
-import ssl
+import pathlib
 import shutil
+import ssl
 import tempfile
 import unittest
 from unittest import mock
@@ -144,7 +145,7 @@ class TLSCase:
         # Checked when the spawner was made, then gone or replaced.
         service = self.serve("127.0.0.1")
         for broken in ("missing", "garbage"):
-            ca = self.pki.write(f"ca-{broken}.pem", open(self.pki.ca_file, "rb").read())
+            ca = self.pki.write(f"ca-{broken}.pem", pathlib.Path(self.pki.ca_file).read_bytes())
             spawner = make_spawner(service.url, service_ca_file=ca, start_timeout=30)
             if broken == "missing":
                 os.remove(ca)
@@ -216,6 +217,25 @@ class TLSCase:
             await asyncio.wait_for(spawner.start(), 10)
         self.assertIn(f"c.SpawnkitSpawner.service_ca_file ({other.ca_file})", str(caught.exception))
         self.assertEqual([r.path.rsplit("/", 1)[1] for r in service.requests], ["options-form"])
+
+    async def test_a_rotated_ca_file_is_read_again(self):
+        # The same path, a new CA in it: the next connection trusts the
+        # new CA alone (the spawners share one client, whose open
+        # connections go to the first service).
+        first = self.serve("127.0.0.1")
+        ca = self.pki.write("rotated-ca.pem", pathlib.Path(self.pki.ca_file).read_bytes())
+        self.assertEqual(await make_spawner(first.url, service_ca_file=ca)._service_options_form(), first.form_html)
+        new = PKI(self.dir, name="new CA")
+        second = FakeService(ssl_options=new.server_context("127.0.0.1"))
+        second.listen()
+        self.services.append(second)
+        pathlib.Path(ca).write_bytes(pathlib.Path(new.ca_file).read_bytes())
+        self.assertEqual(await make_spawner(second.url, service_ca_file=ca)._service_options_form(), second.form_html)
+        # The old CA is trusted no more.
+        third = self.serve("127.0.0.1")
+        with self.assertRaises(ServiceTLSError):
+            await asyncio.wait_for(make_spawner(third.url, service_ca_file=ca, service_request_timeout=30).start(), 10)
+        self.assertEqual(third.requests, [])
 
     def trust_as_system_store(self, ca_file):
         env = mock.patch.dict(os.environ, {"SSL_CERT_FILE": ca_file})
