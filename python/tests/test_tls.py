@@ -327,6 +327,32 @@ class CurlTLSTest(TLSCase, unittest.IsolatedAsyncioTestCase):
     client = CURL
 
 
+class OtherClientTest(unittest.IsolatedAsyncioTestCase):
+    async def test_server_name_on_another_client_class_is_refused(self):
+        # Neither hostname_mapping nor CONNECT_TO exists on a client of
+        # another class: the start fails at once, naming the class.
+        require_pki(self)
+        saved = AsyncHTTPClient._save_configuration()
+        self.addCleanup(AsyncHTTPClient._restore_configuration, saved)
+        AsyncHTTPClient.configure(OtherHTTPClient)
+        spawner = make_spawner("https://127.0.0.1:8765", service_server_name=SERVER_NAME, start_timeout=30)
+        with self.assertRaises(ServiceTLSError) as caught:
+            await asyncio.wait_for(spawner.start(), 10)
+        self.assertEqual(caught.exception.reason, "TLSSettingsUnsupported")
+        self.assertIn(
+            "c.SpawnkitSpawner.service_server_name needs tornado's simple or curl HTTP client; "
+            f"AsyncHTTPClient is configured as {__name__}.OtherHTTPClient",
+            str(caught.exception),
+        )
+
+
+class OtherHTTPClient(AsyncHTTPClient):
+    """An AsyncHTTPClient of neither of tornado's classes (never fetches)."""
+
+    def fetch_impl(self, request, callback):
+        raise AssertionError(f"OtherHTTPClient fetched {request.url}")
+
+
 class SettingsTest(unittest.TestCase):
     """A file that does not exist or does not parse fails when JupyterHub
     makes the spawner, naming the setting."""
