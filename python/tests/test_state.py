@@ -308,7 +308,7 @@ class KubeSpawnerStateTest(ServiceTestCase):
             "StateRefused",
             'manager: state refused: the hub records server "data" of user "Jill" as pod '
             "default/jupyter-jill---c649a389--data, which is not a pod the Manager manages "
-            "(KubeSpawner's are adopted only with AdoptKubeSpawner: the service's -adopt-kubespawner)",
+            "(KubeSpawner's are adopted only with AdoptKubeSpawner: the spawner-service's -adopt-kubespawner)",
         )
         with self.assertLogs(spawner.log, "ERROR") as logs:
             self.assertIsNone(await spawner.poll())
