@@ -67,6 +67,8 @@ type stackOptions struct {
 	serviceConfig, clusters string
 	// hubPolicy is the service's -hub-policy file, if any.
 	hubPolicy string
+	// adoptKubeSpawner gives the service -adopt-kubespawner.
+	adoptKubeSpawner bool
 }
 
 // newStack installs the Python package (once per test binary), builds the
@@ -145,6 +147,9 @@ func (s *stack) startService(ctx context.Context, t *testing.T) {
 	}
 	if s.opts.hubPolicy != "" {
 		args = append(args, "-hub-policy", s.opts.hubPolicy)
+	}
+	if s.opts.adoptKubeSpawner {
+		args = append(args, "-adopt-kubespawner")
 	}
 	p, err := startProcess("spawner-service", s.dir, s.logPath("spawner-service"), nil, s.serviceBin, args...)
 	if err != nil {
