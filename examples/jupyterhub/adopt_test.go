@@ -22,12 +22,13 @@ import (
 // TestJupyterHubAdoptKubeSpawner: a hub switched from KubeSpawner to
 // spawnkit keeps every running server (issue 45, item 4; docs/z2jh.md,
 // "Switching over"). Each case starts from what a KubeSpawner 7.1 hub
-// leaves behind: pods (and a claim) exactly as KubeSpawner makes them
-// (the config vectors' expected objects), and JupyterHub's database
-// holding them as KubeSpawner's running servers: an orm.Spawner row with
+// leaves behind: pods (and claims) exactly as KubeSpawner makes them
+// (the config and z2jh vectors' expected objects), and JupyterHub's
+// database holding them as KubeSpawner's running servers: an orm.Spawner
+// row with
 // KubeSpawner's get_state and an orm.Server with the pod's address,
-// written with JupyterHub's own ORM while the hub is stopped (KubeSpawner
-// itself is not installed here). JupyterHub then starts with
+// written with JupyterHub's own ORM while the hub is stopped
+// (KubeSpawner itself is not installed here). JupyterHub then starts with
 // SpawnkitSpawner, as after the helm upgrade.
 //
 //   - Switch: the service runs with -adopt-kubespawner. Every server is
@@ -38,8 +39,13 @@ import (
 //     KubeSpawner's claim. A stop through JupyterHub deletes the pod; the
 //     next start makes a spawnkit pod on KubeSpawner's claim. The servers
 //     are alice's (KubeSpawner's defaults), Jill's "data" (a claim, an
-//     escaped name) and eve's "exp1" (a pod_name_template other than the
-//     service's: found through JupyterHub's state alone).
+//     escaped name), eve's "exp1" (a pod_name_template other than the
+//     service's: found through JupyterHub's state alone) and carol's (a
+//     pod and claim from the z2jh 4.4.0 chart's hub configuration, with
+//     the chart's labels, a profile and an init container). The way
+//     back: while spawnkit runs them, JupyterHub's database keeps
+//     KubeSpawner's state; a spawnkit pod is where KubeSpawner would
+//     look for it.
 //   - WithoutTheFlag: the service runs without it. JupyterHub keeps the
 //     servers, each poll's state refused (the refusal logged, naming
 //     -adopt-kubespawner), and routes to KubeSpawner's pods; nothing
@@ -61,6 +67,7 @@ func testAdoptSwitch(t *testing.T, tl tools, c *testcluster.Cluster) {
 		loadKubeSpawnerServer(t, "defaults_default_server"),
 		loadKubeSpawnerServer(t, "storage_full"),
 		loadKubeSpawnerServer(t, "custom_name_templates"),
+		loadZ2JHServer(t, "profile_list_three", "carol"),
 	}
 	// The profile "storage" mounts the server's claim ({pvc_name}), as
 	// z2jh's singleuser.storage values make KubeSpawner's pods do.

@@ -44,52 +44,108 @@ func (k *kubeSpawnerServer) logName() string {
 	return k.user + ":" + k.server
 }
 
+// vectorSpawn is a spawn of the KubeSpawner vectors: the objects
+// KubeSpawner made (expected.pod, expected.pvc, {} for none) and its
+// get_state after the start (expected.state).
+type vectorSpawn struct {
+	User struct {
+		Name string `json:"name"`
+	} `json:"user"`
+	ServerName string `json:"server_name"`
+	Expected   *struct {
+		Pod   json.RawMessage `json:"pod"`
+		PVC   json.RawMessage `json:"pvc"`
+		State map[string]any  `json:"state"`
+	} `json:"expected"`
+}
+
+// server is the spawn's server, checked to be KubeSpawner's.
+func (v vectorSpawn) server(t *testing.T, what string) *kubeSpawnerServer {
+	t.Helper()
+	if v.Expected == nil {
+		t.Fatalf("%s: KubeSpawner made nothing", what)
+	}
+	k := &kubeSpawnerServer{user: v.User.Name, server: v.ServerName, pod: &corev1.Pod{}, state: v.Expected.State}
+	if err := json.Unmarshal(v.Expected.Pod, k.pod); err != nil {
+		t.Fatalf("%s: pod: %v", what, err)
+	}
+	var claim corev1.PersistentVolumeClaim
+	if err := json.Unmarshal(v.Expected.PVC, &claim); err != nil {
+		t.Fatalf("%s: claim: %v", what, err)
+	}
+	if claim.Name != "" { // {} is no claim
+		k.claim = &claim
+	}
+	if k.pod.Labels[naming.LabelManagedBy] != naming.ManagedByKubeSpawner || k.state["kubespawner_version"] == nil {
+		t.Fatalf("%s is not KubeSpawner's: labels %v, state %v", what, k.pod.Labels, k.state)
+	}
+	return k
+}
+
 // loadKubeSpawnerServer reads a config vector's objects and state.
 func loadKubeSpawnerServer(t *testing.T, name string) *kubeSpawnerServer {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "spawner", "testdata", "config-vectors.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var file struct {
 		Cases []struct {
 			Name string `json:"name"`
-			User struct {
-				Name string `json:"name"`
-			} `json:"user"`
-			ServerName string `json:"server_name"`
-			Expected   *struct {
-				Pod   json.RawMessage `json:"pod"`
-				PVC   json.RawMessage `json:"pvc"`
-				State map[string]any  `json:"state"`
-			} `json:"expected"`
+			vectorSpawn
 		} `json:"cases"`
 	}
-	if err := json.Unmarshal(data, &file); err != nil {
-		t.Fatal(err)
-	}
+	readVectors(t, "config-vectors.json", &file)
 	for _, c := range file.Cases {
-		if c.Name != name || c.Expected == nil {
-			continue
+		if c.Name == name {
+			return c.server(t, "config vector "+name)
 		}
-		k := &kubeSpawnerServer{user: c.User.Name, server: c.ServerName, pod: &corev1.Pod{}, state: c.Expected.State}
-		if err := json.Unmarshal(c.Expected.Pod, k.pod); err != nil {
-			t.Fatalf("config vector %s: pod: %v", name, err)
-		}
-		var claim corev1.PersistentVolumeClaim
-		if err := json.Unmarshal(c.Expected.PVC, &claim); err != nil {
-			t.Fatalf("config vector %s: claim: %v", name, err)
-		}
-		if claim.Name != "" { // {} is no claim
-			k.claim = &claim
-		}
-		if k.pod.Labels[naming.LabelManagedBy] != naming.ManagedByKubeSpawner || k.state["kubespawner_version"] == nil {
-			t.Fatalf("config vector %s is not KubeSpawner's: labels %v, state %v", name, k.pod.Labels, k.state)
-		}
-		return k
 	}
 	t.Fatalf("no config vector %q", name)
 	return nil
+}
+
+// loadZ2JHServer reads the objects and state of user's spawn in a z2jh
+// value set (spawner/testdata/z2jh-vectors.json: KubeSpawner 7.1 under
+// the chart's hub configuration, in the release's namespace jhub). As
+// KubeSpawner would have run them in the test's namespace, and with the
+// cluster's scheduler (the chart's user scheduler is not here), the
+// pod's schedulerName is dropped and the state's namespace and dns_name
+// are the test namespace's.
+func loadZ2JHServer(t *testing.T, set, user string) *kubeSpawnerServer {
+	t.Helper()
+	var file struct {
+		Cases []struct {
+			Name   string        `json:"name"`
+			Spawns []vectorSpawn `json:"spawns"`
+		} `json:"cases"`
+	}
+	readVectors(t, "z2jh-vectors.json", &file)
+	for _, c := range file.Cases {
+		for _, sp := range c.Spawns {
+			if c.Name != set || sp.User.Name != user {
+				continue
+			}
+			k := sp.server(t, fmt.Sprintf("z2jh vector %s, %s", set, user))
+			if k.state["namespace"] != "jhub" || k.pod.Spec.SchedulerName == "" {
+				t.Fatalf("z2jh vector %s, %s: state %v, scheduler %q; want the release's namespace and user scheduler", set, user, k.state, k.pod.Spec.SchedulerName)
+			}
+			k.pod.Spec.SchedulerName = ""
+			k.state["namespace"] = namespace
+			k.state["dns_name"] = k.pod.Name + "." + namespace + ".svc.cluster.local"
+			return k
+		}
+	}
+	t.Fatalf("no spawn of %q in z2jh vector %q", user, set)
+	return nil
+}
+
+// readVectors decodes the reference vectors spawner/testdata/name into v.
+func readVectors(t *testing.T, name string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "spawner", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
 }
 
 // create makes the server's claim and pod in the test's namespace (the
