@@ -82,9 +82,12 @@ type Options struct {
 	// carry KubeSpawner's hub.jupyter.org/username (and servername)
 	// annotations. Such a pod has no StateAnnotation: the server's state
 	// is its name and namespace, the port its "notebook-port" container
-	// port (else Config's port). It is then recovered, polled and stopped
-	// like any other server. Default: false, KubeSpawner's pods are left
-	// alone.
+	// port (else Config's port), and the claim the hub's State names
+	// (Seed: KubeSpawner's pvc_name). It is then recovered, polled and
+	// stopped like any other server; one under another pod name than
+	// today's pod_name_template is trusted only through the hub's State
+	// (Seed). Default: false, KubeSpawner's pods are left alone (a Seed
+	// naming one is ErrStateRefused).
 	AdoptKubeSpawner bool
 	// ClusterDownAfter is how long a cluster's informers must fail
 	// without a success before the cluster is unavailable: its servers

@@ -20,7 +20,9 @@ import (
 //
 //   - a server the Manager knows keeps what it knows: a pod's record
 //     wins over the hub's State (it is what runs); the State only adds
-//     the claim in use (PVCName) to a server without a pod;
+//     the claim in use (PVCName) to a server without a pod, or on a pod
+//     that records no State at the State's names (KubeSpawner's, whose
+//     claim only KubeSpawner's state, pvc_name, names);
 //   - otherwise the State's namespace must be one the configuration
 //     trusts for the server (spawner.Factory.TrustsNamespace: its own,
 //     a profile's, or one retired_namespaces names) and its cluster one
@@ -62,7 +64,7 @@ func (m *Manager) Seed(ctx context.Context, sd Seed) (Status, error) {
 func (m *Manager) seedOne(ctx context.Context, sd Seed) (*entry, error) {
 	srv, st := sd.Server, sd.State
 	if e := m.lookup(srv); e != nil {
-		m.seedKnown(e, st)
+		m.seedKnown(ctx, e, st)
 		return e, nil
 	}
 	if st.PodName == "" || st.Namespace == "" {
@@ -75,7 +77,7 @@ func (m *Manager) seedOne(ctx context.Context, sd Seed) (*entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.seedKnown(e, st)
+		m.seedKnown(ctx, e, st)
 		return e, nil
 	}
 	c := m.cells[0]
@@ -109,7 +111,7 @@ func (m *Manager) seedOne(ctx context.Context, sd Seed) (*entry, error) {
 		}
 		if ok && pod.DeletionTimestamp == nil {
 			if !m.manages(c, pod) {
-				return nil, fmt.Errorf("%w: the hub records server %q of user %q as pod %s/%s, which is not a pod the Manager manages (KubeSpawner's are adopted only with AdoptKubeSpawner)",
+				return nil, fmt.Errorf("%w: the hub records server %q of user %q as pod %s/%s, which is not a pod the Manager manages (KubeSpawner's are adopted only with AdoptKubeSpawner: the spawner-service's -adopt-kubespawner)",
 					ErrStateRefused, srv.Servername, srv.Username, pod.Namespace, pod.Name)
 			}
 			if err := checkSeededPod(c, srv, pod, &st); err != nil {
@@ -118,7 +120,11 @@ func (m *Manager) seedOne(ctx context.Context, sd Seed) (*entry, error) {
 			if err := m.adopt(ctx, c, pod); err != nil {
 				return nil, err
 			}
-			return m.lookup(srv), nil
+			e := m.lookup(srv)
+			if e != nil {
+				m.seedKnown(ctx, e, st)
+			}
+			return e, nil
 		}
 	}
 	e, err := m.entryFor(srv, c)
@@ -142,25 +148,57 @@ func (m *Manager) seedOne(ctx context.Context, sd Seed) (*entry, error) {
 	return e, nil
 }
 
-// seedKnown applies a hub's State to a server the Manager knows: only a
-// server that is stopped or failed, whose pod is gone, takes its claim
-// name; the names a pod records are never replaced by the hub's.
-func (m *Manager) seedKnown(e *entry, st spawner.State) {
+// seedKnown applies a hub's State to a server the Manager knows: only its
+// claim name, and only to a server that records none, when the server is
+// stopped or failed (its pod is gone), or runs on a pod that records no
+// State at the hub's State's names (KubeSpawner's, adopted with
+// AdoptKubeSpawner: the claim is KubeSpawner's pvc_name, which its pod
+// does not record). The names a pod records are never replaced by the
+// hub's.
+func (m *Manager) seedKnown(ctx context.Context, e *entry, st spawner.State) {
 	if st.PVCName == "" {
 		return
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.op != nil || (e.status.Phase != PhaseStopped && e.status.Phase != PhaseFailed) {
+	c, cur := e.cell, e.sp.State()
+	idle := e.op == nil && (e.status.Phase == PhaseStopped || e.status.Phase == PhaseFailed)
+	e.mu.Unlock()
+	if cur.PVCName != "" {
+		return // the server's own start found (or made) its claim
+	}
+	if !idle && !(st.PodName == cur.PodName && st.Namespace == cur.Namespace && recordsNoState(ctx, c, cur)) {
 		return
 	}
-	cur := e.sp.State()
-	if cur.PVCName != "" {
-		return // the server's own start found (or made) its claim since
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.sp.State()
+	if e.cell != c || now.PVCName != "" || now.PodName != cur.PodName || now.Namespace != cur.Namespace || now.StartID != cur.StartID {
+		return // changed meanwhile: what it knows now wins
 	}
+	switch idleNow := e.op == nil && (e.status.Phase == PhaseStopped || e.status.Phase == PhaseFailed); {
+	case idle && !idleNow:
+		return // a start plans with its own state, a deletion with its own
+	case !idle && e.op != nil && (e.op.kind == opStart || e.op.kind == opDelete):
+		return
+	}
+	cur = now
 	cur.PVCName = st.PVCName
 	e.sp.LoadState(cur)
 	e.status.State = e.sp.State()
+}
+
+// recordsNoState reports whether the pod at st's names, in c's cache, is
+// one without a State record (KubeSpawner's).
+func recordsNoState(ctx context.Context, c *cell, st spawner.State) bool {
+	if st.PodName == "" || c.podSet() == nil {
+		return false
+	}
+	pod, ok, err := c.podSet().Get(ctx, st.Namespace, st.PodName)
+	if err != nil || !ok {
+		return false
+	}
+	_, recorded := spawner.StateFromPod(pod)
+	return !recorded
 }
 
 // checkSeededPod is nil when pod, found at the names of a hub's State,

@@ -491,7 +491,7 @@ func TestBinaryRefusesToStart(t *testing.T) {
 
 	t.Run("check accepts a good setup", func(t *testing.T) {
 		args, _, _ := e.args(t)
-		p := startProc(t, "spawnkit-service -check", nil, append(args, "-check", "-tls-cert-file", certFile, "-tls-key-file", keyFile, "-leader-elect")...)
+		p := startProc(t, "spawnkit-service -check", nil, append(args, "-check", "-tls-cert-file", certFile, "-tls-key-file", keyFile, "-leader-elect", "-adopt-kubespawner")...)
 		if err := p.wait(t, exitBound); err != nil {
 			t.Fatalf("-check of a good setup: %v\n%s", err, p.out.String())
 		}

@@ -74,7 +74,7 @@ func TestHelpShowsOnlyOwnFlags(t *testing.T) {
 	out := stderr.String()
 	want := []string{
 		"-kubeconfig", "-config", "-hub-policy", "-listen", "-probe-listen", "-token-file", "-tls-cert-file", "-tls-key-file",
-		"-leader-elect", "-leader-elect-namespace", "-leader-elect-name", "-leader-elect-identity",
+		"-leader-elect", "-adopt-kubespawner", "-leader-elect-namespace", "-leader-elect-name", "-leader-elect-identity",
 		"-leader-elect-lease-duration", "-leader-elect-renew-deadline", "-leader-elect-retry-period",
 		"-reload-interval", "-kube-api-qps", "-kube-api-burst", "-clusters", "-v", "-check", "-version",
 	}

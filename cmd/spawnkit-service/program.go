@@ -165,7 +165,7 @@ func restConfig(f flags) (*rest.Config, error) {
 
 // newManager makes the Manager the flags describe over cs (newClusters).
 func (p *program) newManager(cs []kubeCluster, reg prometheus.Registerer) (*manager.Manager, error) {
-	opts := manager.Options{Config: p.cfg, Registerer: reg, Clusters: p.managerClusters(cs)}
+	opts := manager.Options{Config: p.cfg, Registerer: reg, Clusters: p.managerClusters(cs), AdoptKubeSpawner: p.f.adoptKubeSpawner}
 	if opts.Clusters == nil {
 		opts.Client, opts.Registry = cs[0].client, cs[0].registry
 	}
@@ -263,7 +263,7 @@ func (p *program) serve(ctx context.Context) error {
 		listeners = append(listeners, probeLn)
 		log.Info("serving the probes and metrics", "url", "http://"+probeLn.Addr().String()+"/readyz")
 	}
-	log.Info("serving the spawner API", "url", scheme+"://"+ln.Addr().String()+"/v1/", "leaderElect", p.f.leaderElect, "version", spawner.Version)
+	log.Info("serving the spawner API", "url", scheme+"://"+ln.Addr().String()+"/v1/", "leaderElect", p.f.leaderElect, "adoptKubeSpawner", p.f.adoptKubeSpawner, "version", spawner.Version)
 	log.V(1).Info("HTTP bounds of the API and the probes", "header", bounds.header.String(), "read", bounds.read.String(),
 		"write", bounds.write.String(), "idle", bounds.idle.String(), "maxHeaderBytes", bounds.maxHeaderBytes)
 	if len(cs) > 1 || p.f.clusters != "" {

@@ -76,6 +76,8 @@ type stackOptions struct {
 	// (httpclient_test.go); "": $SPAWNKIT_TEST_HTTP_CLIENT, else
 	// JupyterHub's own choice.
 	httpClient string
+	// adoptKubeSpawner gives the service -adopt-kubespawner.
+	adoptKubeSpawner bool
 }
 
 // serviceTLS is the service's certificate and what verifies it.
@@ -168,6 +170,9 @@ func (s *stack) startService(ctx context.Context, t *testing.T) {
 	}
 	if s.opts.tls != nil {
 		args = append(args, "-tls-cert-file", s.opts.tls.certFile, "-tls-key-file", s.opts.tls.keyFile)
+	}
+	if s.opts.adoptKubeSpawner {
+		args = append(args, "-adopt-kubespawner")
 	}
 	p, err := startProcess("spawner-service", s.dir, s.logPath("spawner-service"), nil, s.serviceBin, args...)
 	if err != nil {

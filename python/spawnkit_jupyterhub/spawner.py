@@ -52,6 +52,12 @@ pod_name_template, namespace or cluster list) so finds the servers still
 running where their state says, and a service that refuses the state (a
 namespace or cluster its configuration no longer trusts) never makes a
 poll end a server.
+
+A server KubeSpawner started (a hub switched from KubeSpawner to
+spawnkit) has KubeSpawner's state in the database: load_state takes its
+pod_name, namespace, dns_name and pvc_name as the service's state, which
+the first poll sends; a service run with -adopt-kubespawner then runs
+that pod as the server (docs/z2jh.md, "Switching over").
 """
 
 import asyncio
@@ -72,6 +78,24 @@ from ._sse import closing
 from .errors import ServiceUnavailable, SpawnkitError, for_jupyterhub
 
 __all__ = ["SpawnkitSpawner", "SpawnkitError"]
+
+# What KubeSpawner's get_state saves that names a server's objects
+# (kubespawner/spawner.py, 7.x: pod_name, namespace, dns_name, pvc_name,
+# beside kubespawner_version): the fields of the service's state of the
+# same names and meaning.
+KUBESPAWNER_STATE_KEYS = ("pod_name", "namespace", "dns_name", "pvc_name")
+
+
+def kubespawner_state(state):
+    """The service's state for a state KubeSpawner saved: its pod's name,
+    namespace and DNS name and its claim's name, each a non-empty string;
+    None when state names none of them (no state, or one of another
+    Spawner's). KubeSpawner's other keys (kubespawner_version) mean
+    nothing to the service."""
+    if not isinstance(state, dict):
+        return None
+    out = {k: state[k] for k in KUBESPAWNER_STATE_KEYS if isinstance(state.get(k), str) and state[k]}
+    return out or None
 
 
 def _retrieve(future):
@@ -1046,9 +1070,18 @@ class SpawnkitSpawner(KubeSpawner):
         return state
 
     def load_state(self, state):
+        """Restores what get_state saved; a state KubeSpawner saved (a hub
+        switched from KubeSpawner, its server started there) becomes the
+        service's state of the same names (kubespawner_state), so that the
+        first poll or stop sends it and a service run with
+        -adopt-kubespawner finds KubeSpawner's pod where it says."""
         super().load_state(state)
         if "spawnkit_state" in state:
             self._service_state = state["spawnkit_state"]
+        else:
+            translated = kubespawner_state(state)
+            if translated:
+                self._service_state = translated
         if "spawnkit_url" in state:
             self._server_url = state["spawnkit_url"]
         # The service may have restarted meanwhile, under a changed

@@ -8,8 +8,11 @@ whose pods run on; PUT .../state (manager.Seed) finds them again.
 """
 
 import asyncio
+import json
+import os
 
 from spawnkit_jupyterhub import SpawnkitError
+from spawnkit_jupyterhub.spawner import kubespawner_state
 from tests.fakeservice import ServiceTestCase, make_spawner
 
 PATH = "/v1/users/alice/server"
@@ -217,3 +220,117 @@ class NoStateTest(ServiceTestCase):
         spawner = make_spawner(self.service.url)
         await asyncio.wait_for(spawner.stop(), 5)
         self.assertEqual(methods(self.service), ["DELETE"])
+
+
+def kubespawner_states():
+    """The states KubeSpawner 7.1's get_state saved in the config vectors
+    (spawner/testdata/config-vectors.json, expected.state), by case name."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "spawner", "testdata", "config-vectors.json")
+    with open(path) as f:
+        cases = json.load(f)["cases"]
+    return {c["name"]: c["expected"]["state"] for c in cases if (c.get("expected") or {}).get("state")}
+
+
+class KubeSpawnerStateTest(ServiceTestCase):
+    """A hub switched from KubeSpawner: its database holds KubeSpawner's
+    state for the servers KubeSpawner started. The service's state of the
+    same names is sent before the first poll or stop, so that a service
+    run with -adopt-kubespawner finds KubeSpawner's pod (issue 45)."""
+
+    def _loaded(self, case="storage_full", user="Jill", name="data"):
+        state = kubespawner_states()[case]
+        self.assertIn("kubespawner_version", state)  # KubeSpawner's, not spawnkit's
+        spawner = make_spawner(self.service.url, user=user, name=name)
+        spawner.load_state(state)
+        return spawner, state
+
+    def _adopted(self, path):
+        # What the service makes of KubeSpawner's pod with -adopt-kubespawner.
+        self.service.forgotten[path] = {
+            "phase": "running",
+            "ready": True,
+            "exit_code": None,
+            "url": "http://127.0.0.2:8888",
+            "state": {"pod_name": "jupyter-jill---c649a389--data", "namespace": "default"},
+        }
+
+    def test_every_vector_state_translates_to_its_names(self):
+        states = kubespawner_states()
+        self.assertGreater(len(states), 10)
+        for case, state in states.items():
+            with self.subTest(case):
+                want = {k: state[k] for k in ("pod_name", "namespace", "dns_name", "pvc_name") if k in state}
+                self.assertEqual(kubespawner_state(state), want)
+                self.assertNotIn("kubespawner_version", kubespawner_state(state))
+
+    def test_nothing_to_translate(self):
+        for state in ({}, {"kubespawner_version": "7.1.1"}, {"pod_name": ""}, {"pod_name": 3}, None, {"pid": 42}):
+            with self.subTest(state):
+                self.assertIsNone(kubespawner_state(state))
+
+    async def test_the_first_poll_sends_kubespawners_names(self):
+        spawner, state = self._loaded()
+        path = "/v1/users/Jill/servers/data"
+        self._adopted(path)
+        self.assertIsNone(await spawner.poll())
+        self.assertEqual(methods(self.service), ["PUT"])
+        put = self.service.calls("PUT")[0]
+        self.assertEqual(put.path, path + "/state")
+        self.assertEqual(
+            put.body,
+            {
+                "pod_name": "jupyter-jill---c649a389--data",
+                "namespace": "default",
+                "dns_name": "jupyter-jill---c649a389--data.default.svc.cluster.local",
+                "pvc_name": "claim-jill---c649a389--data",
+            },
+        )
+        self.assertTrue((await spawner.get_url()).startswith("http://127.0.0.2:8888"))
+        # From now on JupyterHub saves spawnkit's state.
+        saved = spawner.get_state()
+        self.assertEqual(saved["spawnkit_state"]["pod_name"], state["pod_name"])
+        self.assertNotIn("kubespawner_version", saved)
+
+    async def test_a_stop_sends_kubespawners_names_first(self):
+        spawner, _ = self._loaded()
+        self._adopted("/v1/users/Jill/servers/data")
+        await spawner.stop()
+        self.assertEqual(methods(self.service), ["PUT", "DELETE"])
+        self.assertEqual(self.service.servers, {})
+
+    async def test_a_service_without_adoption_refuses_and_the_server_is_kept(self):
+        # A service run without -adopt-kubespawner refuses the state
+        # (manager.Seed: not a pod it manages): poll keeps the server,
+        # logging the service's message; a stop raises it.
+        spawner, _ = self._loaded()
+        self.service.state_error = (
+            409,
+            "StateRefused",
+            'manager: state refused: the hub records server "data" of user "Jill" as pod '
+            "default/jupyter-jill---c649a389--data, which is not a pod the Manager manages "
+            "(KubeSpawner's are adopted only with AdoptKubeSpawner: the spawner-service's -adopt-kubespawner)",
+        )
+        with self.assertLogs(spawner.log, "ERROR") as logs:
+            self.assertIsNone(await spawner.poll())
+        self.assertIn("-adopt-kubespawner", "\n".join(logs.output))
+        with self.assertLogs(spawner.log, "ERROR"), self.assertRaises(SpawnkitError) as caught:
+            await spawner.stop()
+        self.assertEqual(caught.exception.reason, "StateRefused")
+        self.assertNotIn("DELETE", methods(self.service))
+
+    async def test_a_start_after_the_switch_carries_the_claim(self):
+        # A server KubeSpawner had stopped: its state still names the
+        # pod (KubeSpawner's clear_state keeps its names) and the claim;
+        # the start sends them, and the service starts under today's names
+        # with that claim.
+        spawner, _ = self._loaded()
+        await spawner.start()
+        (post,) = self.service.calls("POST")
+        self.assertEqual(post.body["state"]["pvc_name"], "claim-jill---c649a389--data")
+
+    async def test_spawnkits_own_state_wins(self):
+        spawner = make_spawner(self.service.url)
+        spawner.load_state({"spawnkit_state": {"pod_name": "jupyter-alice", "namespace": "default"}, "pod_name": "other"})
+        self.service.forgotten[PATH] = {"phase": "running", "ready": True, "exit_code": None}
+        self.assertIsNone(await spawner.poll())
+        self.assertEqual(self.service.calls("PUT")[0].body, {"pod_name": "jupyter-alice", "namespace": "default"})
