@@ -37,7 +37,8 @@
 // A Manager (manager.New) runs the many servers of a hub as a controller
 // over Spawners: one state machine per server driven by pod events, Watch
 // for status changes, recovery from what each pod records after a
-// restart, optional leader election, and Prometheus metrics.
+// restart, optional leader election (a hub replica serves once
+// WaitLeading says it holds the Lease), and Prometheus metrics.
 // Package service puts a Manager behind an HTTP API, cmd/spawnkit-service
 // deploys that API (replicas with leader election, probes, metrics, TLS;
 // manifests in deploy/), and examples/jupyterhub lets a real JupyterHub
@@ -57,5 +58,7 @@
 // spawns servers on one; `make cluster` starts one for you to explore.
 //
 // examples/quickstart shows the whole flow on such a cluster, and
-// examples/orphan-sweeper the orphan clean-up.
+// examples/orphan-sweeper the orphan clean-up. README.md's Go blocks are
+// whole programs for such a cluster; internal/snippets builds and runs
+// each one.
 package spawnkit

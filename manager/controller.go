@@ -40,6 +40,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.started = true
 	m.mu.Unlock()
+	// Last of Start's deferred calls: WaitLeading then sees running unset.
+	defer close(m.stopped)
 	// Once per cluster, before any watch: a server older than spawnkit
 	// supports is refused with its version rather than misbehaving
 	// later.
@@ -123,7 +125,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		// found starting are resumed as they are recovered, and calls
 		// after ready find it leading.
 		m.mu.Lock()
-		m.leading = true
+		m.setLeadingLocked(true)
 		m.mu.Unlock()
 	}
 	m.recover(ctx, log)

@@ -68,7 +68,13 @@
 // Lease: only the holder changes servers (the others return ErrNotLeader
 // from Spawn, Stop and DeleteForever, answer Status, List and Poll, and
 // keep their informers warm), a standby takes over within the lease
-// duration, and at once after a graceful shutdown. A term ends as a
+// duration, and at once after a graceful shutdown. Those calls wait for
+// recovery but never for the Lease, so a hub waits for it itself:
+// WaitLeading returns once this replica leads (at once without
+// LeaderElection, a moment after Start when the Lease is free, up to
+// LeaseDuration when a replica that went away without releasing it held
+// it), ErrNotLeader when its ctx ends first, and ErrNotRunning when
+// Start has returned; Start's error then says why. A term ends as a
 // shutdown does, and the Lease is released (or left to expire) only after
 // every operation of the term has ended: starts detached once their pods
 // exist, stops and deletions finished or, after the margin between RenewDeadline and

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -17,17 +18,22 @@ import (
 )
 
 // A hub runs one Manager per process: Start recovers the cluster's
-// servers and then follows them; Spawn, Stop and Watch are what its
-// request handlers call. (It needs a cluster, so it is compiled, not
-// run.)
+// servers and then follows them (its error, a Lease the hub's identity
+// may not use included, ends the hub); WaitLeading holds the hub's
+// requests back until this replica holds the Lease; Spawn, Stop and
+// Watch are what its request handlers call. README.md's Manager program
+// is this one, run against a simulated cluster by internal/snippets.
+// (It needs a cluster, so it is compiled, not run.)
 func Example() {
-	ctx := context.Background()
 	restConfig, err := clientcmd.BuildConfigFromFlags("", clientcmd.RecommendedHomeFile)
 	if err != nil {
 		log.Fatal(err)
 	}
+	// client-go's default limit (QPS 5, burst 10) would hold the hub to
+	// about two starts a second; the API server's own fairness protects it.
+	restConfig.QPS, restConfig.Burst = 50, 100
 	client := kubernetes.NewForConfigOrDie(restConfig)
-	registry, err := reflector.New(reflector.Options{Config: restConfig})
+	registry, err := reflector.New(reflector.Options{Client: client})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -41,30 +47,36 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(ctx)
-	defer stop() // a graceful shutdown: starts are detached, nothing is deleted
-	go func() {
-		if err := m.Start(ctx); err != nil {
-			log.Fatal(err) // e.g. a Lease the hub's identity may not use
+	ctx, stop := context.WithCancel(context.Background())
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return m.Start(ctx) }) // until ctx ends: a graceful shutdown deletes nothing
+	g.Go(func() error {
+		defer stop() // the hub is done: shut the Manager down
+		if err := m.WaitLeading(ctx); err != nil {
+			return err // ctx ended, or Start failed (g.Wait returns its error)
 		}
-	}()
-
-	go func() {
-		for st := range m.Watch(ctx) {
-			fmt.Println(st.User, st.Server, st.Phase, st.Reason)
+		go func() {
+			for st := range m.Watch(ctx) {
+				fmt.Println(st.User, st.Server, st.Phase, st.Reason)
+			}
+		}()
+		alice := naming.Server{Username: "alice", UserID: 7}
+		st, started, err := m.Spawn(ctx, alice, manager.SpawnOptions{UserOptions: map[string]string{"profile": "default"}})
+		if err != nil {
+			return err // a bad profile choice fails here, before anything is created
 		}
-	}()
-	alice := naming.Server{Username: "alice", UserID: 7}
-	st, started, err := m.Spawn(ctx, alice, manager.SpawnOptions{UserOptions: map[string]string{"profile": "default"}})
-	if err != nil {
-		log.Fatal(err) // a bad profile choice fails here, before anything is created
-	}
-	fmt.Println(st.Phase, started)
-	events, _ := m.Events(ctx, alice)
-	for e := range events {
-		fmt.Println(e.Progress, e.Message)
-	}
-	if _, err := m.Stop(ctx, alice, spawner.StopOptions{}); err != nil {
+		fmt.Println(st.Phase, started)
+		events, err := m.Events(ctx, alice)
+		if err != nil {
+			return err
+		}
+		for e := range events {
+			fmt.Println(e.Progress, e.Message)
+		}
+		_, err = m.Stop(ctx, alice, spawner.StopOptions{})
+		return err
+	})
+	if err := g.Wait(); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -72,7 +72,7 @@ func (m *Manager) Leading() bool {
 // before recovery, which resumes them.
 func (m *Manager) lead(ctx context.Context, stopGrace time.Duration) {
 	m.mu.Lock()
-	m.leading = true
+	m.setLeadingLocked(true)
 	m.mu.Unlock()
 	m.log.Info("leading")
 	if m.lease != nil {
@@ -81,7 +81,7 @@ func (m *Manager) lead(ctx context.Context, stopGrace time.Duration) {
 	<-ctx.Done()
 
 	m.mu.Lock()
-	m.leading = false // no operation begins from now on
+	m.setLeadingLocked(false) // no operation begins from now on
 	var unborn []*operation
 	for op := range m.ops {
 		switch {

@@ -96,6 +96,9 @@ func TestStartWithAnUnusableLease(t *testing.T) {
 			if _, _, err := m.Spawn(ctx, naming.Server{Username: "x"}, SpawnOptions{}); !errors.Is(err, ErrNotRunning) {
 				t.Errorf("Spawn after Start failed = %v; want ErrNotRunning", err)
 			}
+			if err := m.WaitLeading(ctx); !errors.Is(err, ErrNotRunning) {
+				t.Errorf("WaitLeading after Start failed = %v; want ErrNotRunning", err)
+			}
 		})
 	}
 }
@@ -183,4 +186,80 @@ func TestTermCancelsAStopAfterItsGrace(t *testing.T) {
 	}
 	m.endOp(op)
 	<-led
+}
+
+// WaitLeading is what a hub waits on before it serves: with
+// LeaderElection, Spawn right after WaitReady is ErrNotLeader until the
+// Lease is won (the first README snippet's bug), and right after
+// WaitLeading it starts. A standby's WaitLeading ends with ErrNotLeader
+// when its ctx does, and returns once the leader has gone; a Manager
+// that stops while waiting is ErrNotRunning.
+func TestWaitLeading(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := ctxTimeout(t, 90*time.Second)
+	le := func(id string) *LeaderElection {
+		return &LeaderElection{Name: "spawnkit-wait", Identity: id, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
+	}
+	a, stopA := runManager(t, Options{Config: baseConfig(ns), LeaderElection: le("a")})
+	if err := a.WaitLeading(ctx); err != nil {
+		t.Fatalf("WaitLeading on the only replica = %v", err)
+	}
+	if !a.Leading() {
+		t.Fatal("WaitLeading returned but the replica does not lead")
+	}
+	if _, _, err := a.Spawn(ctx, naming.Server{Username: "wait-a"}, SpawnOptions{}); err != nil {
+		t.Fatalf("Spawn right after WaitLeading = %v", err)
+	}
+
+	reg2, err := reflector.New(reflector.Options{Config: cluster.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg2.Close)
+	b, stopB := runManager(t, Options{Config: baseConfig(ns), Registry: reg2, LeaderElection: le("b")})
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	err = b.WaitLeading(short)
+	cancel()
+	if !errors.Is(err, ErrNotLeader) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitLeading on the standby, ctx ended = %v; want ErrNotLeader with the deadline", err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- b.WaitLeading(ctx) }()
+	select {
+	case err := <-waited:
+		t.Fatalf("WaitLeading on the standby returned %v while the leader runs", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	stopA()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("WaitLeading on the standby after the leader went = %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the standby's WaitLeading did not return after the leader went")
+	}
+	if _, _, err := b.Spawn(ctx, naming.Server{Username: "wait-b"}, SpawnOptions{}); err != nil {
+		t.Errorf("Spawn on the new leader after WaitLeading = %v", err)
+	}
+
+	// A Manager that stops while a WaitLeading waits ends the wait.
+	reg3, err := reflector.New(reflector.Options{Config: cluster.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg3.Close)
+	c, stopC := runManager(t, Options{Config: baseConfig(ns), Registry: reg3, LeaderElection: le("c")})
+	go func() { waited <- c.WaitLeading(ctx) }()
+	time.Sleep(300 * time.Millisecond)
+	stopC()
+	select {
+	case err := <-waited:
+		if !errors.Is(err, ErrNotRunning) {
+			t.Errorf("WaitLeading of a Manager that stopped = %v; want ErrNotRunning", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("WaitLeading did not return when its Manager stopped")
+	}
+	stopB()
 }

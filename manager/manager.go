@@ -186,6 +186,11 @@ type Manager struct {
 	// ready is closed once Start has recovered the servers in the
 	// cluster; calls wait for it.
 	ready chan struct{}
+	// led is closed while leading is set (a new, open one replaces it
+	// when a term ends; guarded by mu); stopped is closed when Start
+	// returns. WaitLeading waits on both.
+	led     chan struct{}
+	stopped chan struct{}
 
 	// waiting are the starts queued for a slot (each cluster has its
 	// own, cell.slots), for their position.
@@ -290,7 +295,7 @@ func New(opts Options) (*Manager, error) {
 	m := &Manager{opts: opts, cells: cells, byName: map[string]*cell{}, multi: len(opts.Clusters) > 0,
 		factory: cells[0].factory, cfg: cells[0].cfg, servers: map[serverKey]*entry{}, ops: map[*operation]struct{}{},
 		untrustedSeen: map[types.UID]struct{}{},
-		watchers:      map[*watcher]struct{}{}, ready: make(chan struct{}), log: logr.Discard()}
+		watchers:      map[*watcher]struct{}{}, ready: make(chan struct{}), led: make(chan struct{}), stopped: make(chan struct{}), log: logr.Discard()}
 	for _, c := range cells {
 		m.byName[c.name] = c
 	}
@@ -349,6 +354,54 @@ func (m *Manager) ClusterFactory(name string) (*spawner.Factory, bool) {
 // failed or returned). Every other call waits for this itself; a hub
 // calls it to hold its own readiness back.
 func (m *Manager) WaitReady(ctx context.Context) error { return m.waitReady(ctx) }
+
+// WaitLeading waits, bounded by ctx, until this Manager may change
+// servers: it has recovered the cluster's servers (WaitReady) and, with
+// LeaderElection, holds the Lease; without LeaderElection it is
+// WaitReady. A hub calls it after starting the Manager and before it
+// takes requests: Spawn, Stop and DeleteForever wait for recovery but not
+// for the Lease (a standby returns ErrNotLeader at once, so that a
+// request sent to it can go to the leader instead of hanging), and a
+// replica gains the Lease only some time after Start (at once when the
+// Lease is free; LeaseDuration after the last renewal when a replica
+// that is gone held it without releasing it).
+//
+// It returns ErrNotLeader (with ctx's cause) when ctx ends before this
+// replica leads, and ErrNotRunning when the Manager is not running or
+// stops while it waits (Start failed or returned; Start's error says
+// why, a Lease this identity may not use included). Leading can end at
+// any time after it returns (the lease is lost): the calls then return
+// ErrNotLeader.
+func (m *Manager) WaitLeading(ctx context.Context) error {
+	if err := m.waitReady(ctx); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	led := m.led
+	m.mu.Unlock()
+	select {
+	case <-led:
+		return nil
+	case <-m.stopped:
+		return ErrNotRunning
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrNotLeader, context.Cause(ctx))
+	}
+}
+
+// setLeadingLocked sets leading and opens or closes led with it; mu
+// must be held.
+func (m *Manager) setLeadingLocked(leading bool) {
+	if leading == m.leading {
+		return
+	}
+	m.leading = leading
+	if leading {
+		close(m.led)
+	} else {
+		m.led = make(chan struct{})
+	}
+}
 
 // waitReady waits, bounded by ctx, until the Manager runs and has
 // recovered the cluster's servers.
