@@ -143,13 +143,14 @@ func TestAuthOnEveryPath(t *testing.T) {
 	denied := []struct {
 		name string
 		auth string // "" sends no header
+		says string // the error's first words
 	}{
-		{"no header", ""},
-		{"wrong token", "Bearer nope"},
-		{"token prefix", "Bearer " + testToken[:4]},
-		{"basic scheme", "Basic " + testToken},
-		{"jupyterhub token scheme", "token " + testToken},
-		{"no scheme", testToken},
+		{"no header", "", "missing token: no Authorization header"},
+		{"wrong token", "Bearer nope", "wrong token"},
+		{"token prefix", "Bearer " + testToken[:4], "wrong token"},
+		{"basic scheme", "Basic " + testToken, "missing token: the Authorization header is not Bearer <token>"},
+		{"jupyterhub token scheme", "token " + testToken, "missing token: the Authorization header is not Bearer <token>"},
+		{"no scheme", testToken, "missing token: the Authorization header is not Bearer <token>"},
 	}
 	for _, r := range routes {
 		for _, d := range denied {
@@ -166,6 +167,17 @@ func TestAuthOnEveryPath(t *testing.T) {
 				wantError(t, resp, data, http.StatusUnauthorized, reasonUnauthorized)
 				if resp.Header.Get("WWW-Authenticate") == "" {
 					t.Error("no WWW-Authenticate header")
+				}
+				// Each side's setting is named, and nothing of the token
+				// sent is echoed (a hub may log the error).
+				msg := string(data)
+				for _, w := range []string{d.says, "SpawnkitSpawner.service_token", "$SPAWNKIT_SERVICE_TOKEN", "-token-file"} {
+					if !strings.Contains(msg, w) {
+						t.Errorf("the 401 lacks %q: %s", w, msg)
+					}
+				}
+				if strings.Contains(msg, testToken[:4]) {
+					t.Errorf("the 401 echoes the token: %s", msg)
 				}
 			})
 		}
