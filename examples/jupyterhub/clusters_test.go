@@ -176,7 +176,7 @@ func (s *stack) serviceStatus(ctx context.Context, user string) (serviceStatusRe
 		return st, err
 	}
 	req.Header.Set("Authorization", "Bearer "+s.serviceToken)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.serviceClient().Do(req)
 	if err != nil {
 		return st, err
 	}

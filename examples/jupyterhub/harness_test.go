@@ -296,10 +296,13 @@ func buildService(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-// waitHTTP polls url until it answers with want, or ctx ends; p, when set,
-// must not have exited meanwhile.
-func waitHTTP(ctx context.Context, url, header string, want int, p *process) error {
-	client := &http.Client{Timeout: 2 * time.Second}
+// waitHTTP polls url with client (nil: a plain one) until it answers with
+// want, or ctx ends; p, when set, must not have exited meanwhile.
+func waitHTTP(ctx context.Context, client *http.Client, url, header string, want int, p *process) error {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	client = &http.Client{Transport: client.Transport, Timeout: 2 * time.Second}
 	var last string
 	for {
 		if p != nil {

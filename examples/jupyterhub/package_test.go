@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
@@ -163,26 +164,42 @@ func TestPythonVersion(t *testing.T) {
 // TestPythonUnitTests runs python/tests with Debian's python3 and
 // JupyterHub: the parts of the spawner contract that JupyterHub 3.0
 // cannot exercise, against stand-ins of the JupyterHub 5.x and 6.0 calls
-// (python/tests/hubstubs.py), and the retries, against a fake service.
+// (python/tests/hubstubs.py), and the retries and TLS, against a fake
+// service. Once on each of tornado's HTTP clients
+// (SPAWNKIT_TEST_HTTP_CLIENT): the simple one, and the curl one that
+// JupyterHub uses whenever pycurl is installed (skipped without pycurl,
+// unless CI=true).
 func TestPythonUnitTests(t *testing.T) {
 	requireTools(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, found.python, "-m", "unittest", "discover", "-s", "tests", "-t", ".", "-v")
-	cmd.Dir = pythonDir
-	cmd.Env = append(os.Environ(), pythonEnv...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s -m unittest in python/: %v\n%s", found.python, err, out)
+	for _, client := range []string{"simple", "curl"} {
+		t.Run(client, func(t *testing.T) {
+			if client == "curl" {
+				if out, err := exec.Command(found.python, "-c", "import pycurl").CombinedOutput(); err != nil {
+					if testcluster.InCI() {
+						t.Fatalf("pycurl, required because CI=true (apt-get install python3-pycurl): %v: %s", err, out)
+					}
+					t.Skipf("pycurl is not installed (apt-get install python3-pycurl): %v", err)
+				}
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, found.python, "-m", "unittest", "discover", "-s", "tests", "-t", ".", "-v")
+			cmd.Dir = pythonDir
+			cmd.Env = append(append(os.Environ(), pythonEnv...), "SPAWNKIT_TEST_HTTP_CLIENT="+client)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("SPAWNKIT_TEST_HTTP_CLIENT=%s %s -m unittest in python/: %v\n%s", client, found.python, err, out)
+			}
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			summary := lines[len(lines)-1]
+			for _, l := range lines {
+				if strings.HasPrefix(l, "Ran ") {
+					summary = l + ", " + summary
+				}
+			}
+			t.Logf("python/tests on the %s client: %s", client, summary)
+		})
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	summary := lines[len(lines)-1]
-	for _, l := range lines {
-		if strings.HasPrefix(l, "Ran ") {
-			summary = l + ", " + summary
-		}
-	}
-	t.Logf("python/tests: %s", summary)
 }
 
 // testPackage checks the installed package as an operator would see it:

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -67,12 +69,31 @@ type stackOptions struct {
 	serviceConfig, clusters string
 	// hubPolicy is the service's -hub-policy file, if any.
 	hubPolicy string
+	// tls, when set, serves the service's API over TLS with its
+	// certificate (-tls-cert-file, -tls-key-file): service_url is https.
+	tls *serviceTLS
+	// httpClient is the hub's tornado HTTP client, "simple" or "curl"
+	// (httpclient_test.go); "": $SPAWNKIT_TEST_HTTP_CLIENT, else
+	// JupyterHub's own choice.
+	httpClient string
+}
+
+// serviceTLS is the service's certificate and what verifies it.
+type serviceTLS struct {
+	// caFile is the CA's certificate (PEM), for service_ca_file.
+	caFile            string
+	certFile, keyFile string
+	// roots verify the certificate as serverName, a name it holds
+	// (service_url's host, 127.0.0.1, need not be one).
+	roots      *x509.CertPool
+	serverName string
 }
 
 // newStack installs the Python package (once per test binary), builds the
 // service and starts the service, the proxy and JupyterHub.
 func newStack(t *testing.T, tl tools, c *testcluster.Cluster, opts stackOptions) *stack {
 	t.Helper()
+	opts.httpClient = chooseHTTPClient(t, opts.httpClient)
 	s := &stack{
 		tools: tl, venv: requirePackage(t), cluster: c, opts: opts, dir: t.TempDir(),
 		serviceToken: randomToken(), adminToken: randomToken(), proxyToken: randomToken(),
@@ -87,6 +108,7 @@ func newStack(t *testing.T, tl tools, c *testcluster.Cluster, opts stackOptions)
 	// Runs last: the logs are complete once every process has stopped.
 	t.Cleanup(func() {
 		s.checkNoSecretLogged(t)
+		s.checkHTTPClient(t)
 		if t.Failed() {
 			for _, name := range []string{"spawner-service", "configurable-http-proxy", "jupyterhub"} {
 				t.Logf("--- %s.log (last 80 lines) ---\n%s", name, logTail(s.logPath(name), 80))
@@ -113,9 +135,7 @@ func newStack(t *testing.T, tl tools, c *testcluster.Cluster, opts stackOptions)
 	if err := os.WriteFile(filepath.Join(s.dir, "service-token"), []byte(s.serviceToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(s.dir, "jupyterhub_config.py"), []byte(s.hubConfig(t)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	s.writeHubConfig(t, opts.hubConfig)
 	s.startService(ctx, t)
 	s.startProxy(ctx, t)
 	s.startHub(ctx, t)
@@ -146,12 +166,15 @@ func (s *stack) startService(ctx context.Context, t *testing.T) {
 	if s.opts.hubPolicy != "" {
 		args = append(args, "-hub-policy", s.opts.hubPolicy)
 	}
+	if s.opts.tls != nil {
+		args = append(args, "-tls-cert-file", s.opts.tls.certFile, "-tls-key-file", s.opts.tls.keyFile)
+	}
 	p, err := startProcess("spawner-service", s.dir, s.logPath("spawner-service"), nil, s.serviceBin, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.service = p
-	if err := waitHTTP(ctx, s.serviceURL()+"/v1/healthz", "Authorization: Bearer "+s.serviceToken, http.StatusOK, p); err != nil {
+	if err := waitHTTP(ctx, s.serviceClient(), s.serviceURL()+"/v1/healthz", "Authorization: Bearer "+s.serviceToken, http.StatusOK, p); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -168,7 +191,7 @@ func (s *stack) startProxy(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	s.proxy = p
-	if err := waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/api/routes", s.proxyAPI), "Authorization: token "+s.proxyToken, http.StatusOK, p); err != nil {
+	if err := waitHTTP(ctx, nil, fmt.Sprintf("http://127.0.0.1:%d/api/routes", s.proxyAPI), "Authorization: token "+s.proxyToken, http.StatusOK, p); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -187,7 +210,7 @@ func (s *stack) startHub(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	s.hub = p
-	if err := waitHTTP(ctx, s.hubURL()+"/hub/api/users", "Authorization: token "+s.adminToken, http.StatusOK, p); err != nil {
+	if err := waitHTTP(ctx, nil, s.hubURL()+"/hub/api/users", "Authorization: token "+s.adminToken, http.StatusOK, p); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -210,7 +233,33 @@ func (s *stack) restartHub(ctx context.Context, t *testing.T) {
 	s.startHub(ctx, t)
 }
 
-func (s *stack) serviceURL() string { return fmt.Sprintf("http://127.0.0.1:%d", s.servicePort) }
+func (s *stack) serviceURL() string {
+	if s.opts.tls != nil {
+		return fmt.Sprintf("https://127.0.0.1:%d", s.servicePort)
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", s.servicePort)
+}
+
+// serviceClient is an HTTP client for the service's API: over TLS, one
+// that verifies its certificate as opts.tls says.
+func (s *stack) serviceClient() *http.Client {
+	if s.opts.tls == nil {
+		return http.DefaultClient
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: s.opts.tls.roots, ServerName: s.opts.tls.serverName, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr}
+}
+
+// writeHubConfig replaces the Python appended to jupyterhub_config.py
+// (stackOptions.hubConfig); a restarted hub reads it.
+func (s *stack) writeHubConfig(t *testing.T, hubConfig string) {
+	t.Helper()
+	s.opts.hubConfig = hubConfig
+	if err := os.WriteFile(filepath.Join(s.dir, "jupyterhub_config.py"), []byte(s.hubConfig(t)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // hubURL is JupyterHub's public URL: the proxy.
 func (s *stack) hubURL() string { return fmt.Sprintf("http://127.0.0.1:%d", s.proxyPort) }
@@ -222,7 +271,7 @@ func (s *stack) hubConfig(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf(`# Written by jupyterhub_test.go.
+	config := fmt.Sprintf(`# Written by jupyterhub_test.go.
 c = get_config()  # noqa
 load_subconfig(%[1]q)
 
@@ -248,6 +297,10 @@ state_dir = %[10]q
 `, example, s.serviceURL(), s.proxyPort, s.hubAPI, s.proxyAPI,
 		filepath.Join(s.dir, "jupyterhub.sqlite"), filepath.Join(s.dir, "cookie_secret"),
 		s.adminToken, int(hubStartTimeout/time.Second), s.dir) + s.opts.hubConfig
+	if s.opts.httpClient == "simple" {
+		config = hidePycurl + config
+	}
+	return config
 }
 
 // serverPath is a server's path below /users/{user} in JupyterHub's API:

@@ -3,10 +3,15 @@ requests with the spawner's token, timeouts and retries, and the
 progress stream.
 
 ServiceAPI reads the spawner's settings (service_url, service_token, the
-service_* timeouts) at every call, so a changed setting takes effect at
-once. Every request is safe to repeat, which is what makes the retries
-here correct: a start is idempotent, a stop of a stopped server
-succeeds.
+service_* timeouts, the TLS settings) at every call, so a changed
+setting takes effect at once. Every request is safe to repeat, which is
+what makes the retries here correct: a start is idempotent, a stop of a
+stopped server succeeds.
+
+Requests go through tornado's AsyncHTTPClient as JupyterHub configured
+it: the curl client when pycurl is installed, else the simple one;
+_tls.py makes TLS the same on both, and a certificate that cannot be
+verified a permanent error (ServiceTLSError), never retried.
 """
 
 import asyncio
@@ -16,9 +21,11 @@ import weakref
 from urllib.parse import urlencode
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
+from . import _tls
 from ._sse import SSEConnection
-from .errors import ServiceUnavailable, SpawnkitError
+from .errors import ServiceTLSError, ServiceUnavailable, SpawnkitError
 
 __all__ = ["CLUSTER_UNAVAILABLE", "NOT_SERVING", "STATE_REFUSED", "ServiceAPI", "http_client", "is_state_refused"]
 
@@ -43,17 +50,57 @@ def is_state_refused(err):
     """Whether err is the service's refusal of a hub's saved state."""
     return isinstance(err, SpawnkitError) and err.status == 409 and err.reason == STATE_REFUSED
 
-# One HTTP client per event loop: the service's requests never wait in
-# the queue of the client that JupyterHub shares for everything else.
+# HTTP clients of the service's own, per event loop, then per client
+# class and TLS settings: the service's requests never wait in the queue
+# of the client that JupyterHub shares for everything else, and one
+# client's connections (and the curl client's handles, which keep a CA
+# file once set) always carry the same TLS settings.
 _clients = weakref.WeakKeyDictionary()
 
 
-def http_client():
+def is_curl(cls):
+    """Whether cls is (a subclass of) tornado's curl client."""
+    return any(c.__module__ == "tornado.curl_httpclient" and c.__name__ == "CurlAsyncHTTPClient" for c in cls.__mro__)
+
+
+def http_client(tls=_tls.TLSSettings(), log=None):
+    """The client for requests with these TLS settings, of the class
+    JupyterHub configured (AsyncHTTPClient.configure): the curl client
+    when pycurl is installed, else the simple one."""
     loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
+    cls = AsyncHTTPClient.configured_class()
+    per_loop = _clients.setdefault(loop, {})
+    client = per_loop.get((cls, tls))
     if client is None:
-        client = _clients[loop] = AsyncHTTPClient(force_instance=True, max_clients=64)
+        curl = is_curl(cls)
+        if tls.server_name and not curl and not issubclass(cls, SimpleAsyncHTTPClient):
+            raise ServiceTLSError(
+                f"c.SpawnkitSpawner.service_server_name needs tornado's simple or curl HTTP client; "
+                f"AsyncHTTPClient is configured as {cls.__module__}.{cls.__name__}",
+                reason="TLSSettingsUnsupported",
+            )
+        # defaults=None: none of the defaults configured for everybody's
+        # clients (JupyterHub's internal_ssl sets its own CA's ssl_options
+        # there, which would replace service_ca_file).
+        client = per_loop[(cls, tls)] = AsyncHTTPClient(
+            force_instance=True, max_clients=64, defaults=None, **_tls.client_options(tls, curl)
+        )
+        if log is not None:
+            log.info(
+                "spawnkit: requests to the spawnkit service go through tornado's %s%s",
+                cls.__name__,
+                f" (TLS: {describe(tls)})" if tls != _tls.TLSSettings() else "",
+            )
     return client
+
+
+def describe(tls):
+    parts = [f"CA {tls.ca_file}" if tls.ca_file else "the system's CAs"]
+    if tls.cert_file:
+        parts.append(f"client certificate {tls.cert_file}")
+    if tls.server_name:
+        parts.append(f"verifying {tls.server_name} at {tls.address}:{tls.port}")
+    return ", ".join(parts)
 
 
 class ServiceAPI:
@@ -63,11 +110,16 @@ class ServiceAPI:
     def __init__(self, spawner):
         self.s = spawner
 
-    def url(self, path, query=None):
+    def tls(self):
+        return _tls.settings_of(self.s)
+
+    def url(self, path, query=None, tls=None):
+        """The request's URL; with service_server_name, its host is that
+        name (connections still go to service_url's host)."""
         url = self.s.service_url.rstrip("/") + path
         if query:
             url += "?" + urlencode(query)
-        return url
+        return _tls.with_server_name(url, tls or self.tls())
 
     def headers(self, extra=None):
         headers = {"Accept": "application/json"}
@@ -108,6 +160,8 @@ class ServiceAPI:
             try:
                 return await self.request_once(method, path, body, query, not_found_ok)
             except ServiceUnavailable as e:
+                if e.permanent:
+                    raise
                 now = loop.time()
                 if e.reason in NOT_SERVING:
                     if now + self.s.service_retry_interval > begin + self.s.service_request_timeout:
@@ -132,8 +186,11 @@ class ServiceAPI:
         if body is not None:
             payload = json.dumps(body)
             headers["Content-Type"] = "application/json"
+        tls = self.tls()
+        client = http_client(tls, self.s.log)
+        curl = is_curl(type(client))
         req = HTTPRequest(
-            self.url(path, query),
+            self.url(path, query, tls),
             method=method,
             headers=self.headers(headers),
             body=payload,
@@ -141,12 +198,17 @@ class ServiceAPI:
             connect_timeout=min(self.s.service_connect_timeout, self.s.service_request_timeout),
             request_timeout=self.s.service_request_timeout,
             follow_redirects=False,
+            **_tls.request_options(tls, curl),
         )
+        what = f"{method} {path}"
         try:
-            resp = await http_client().fetch(req)
+            resp = await client.fetch(req)
         except HTTPClientError as e:
             if e.code == 404 and not_found_ok:
                 return None
+            kind = _tls.curl_tls_error(e) if curl and e.code == 599 else None
+            if kind:
+                raise _tls.tls_failure(self.s, what, e, kind) from e
             if e.code == 599 or e.response is None:
                 # No answer: refused, "Timeout while connecting", "Timeout
                 # in request queue", or the connection dropped.
@@ -158,6 +220,10 @@ class ServiceAPI:
             err = ServiceUnavailable if e.code >= 500 else SpawnkitError
             raise err(message or str(e), reason=reason, status=e.code) from e
         except (OSError, asyncio.TimeoutError, ssl.SSLError) as e:
+            if _tls.is_verification_error(e):
+                raise _tls.tls_failure(self.s, what, e) from e
+            if req.url.startswith("https:") and _tls.local_file_error(e):
+                raise _tls.tls_failure(self.s, what, e, "local") from e
             raise ServiceUnavailable(
                 f"spawnkit service at {self.s.service_url} unreachable ({method} {path}): {e}",
                 reason="ServiceUnavailable",
@@ -179,13 +245,16 @@ class ServiceAPI:
         headers = self.headers({"Accept": "text/event-stream", "Cache-Control": "no-cache"})
         if last_event_id:
             headers["Last-Event-ID"] = str(last_event_id)
-        url = self.url(path + "/progress")
+        tls = self.tls()
+        url = self.url(path + "/progress", tls=tls)
         try:
             async with SSEConnection(
                 url,
                 headers,
                 connect_timeout=self.s.service_connect_timeout,
                 idle_timeout=self.s.service_stream_idle_timeout,
+                ssl_context=(lambda: _tls.ssl_context(tls)),
+                address=tls.address,
             ) as conn:
                 if conn.status != 200:
                     body = await conn.read_body()
@@ -195,6 +264,10 @@ class ServiceAPI:
                 async for event in conn.events():
                     yield event
         except (OSError, asyncio.TimeoutError, ssl.SSLError, EOFError, ValueError) as e:
+            if _tls.is_verification_error(e):
+                raise _tls.tls_failure(self.s, f"GET {path}/progress", e) from e
+            if url.startswith("https:") and _tls.local_file_error(e):
+                raise _tls.tls_failure(self.s, f"GET {path}/progress", e, "local") from e
             raise ServiceUnavailable(f"progress stream {url}: {e!r}", reason="ServiceUnavailable") from e
 
 

@@ -46,13 +46,20 @@ class SSEConnection:
     headers (each line within idle_timeout); status is then the HTTP
     status. Raises OSError, asyncio.TimeoutError, ssl.SSLError, EOFError
     or ValueError when the connection fails, falls silent or is not HTTP.
+
+    For https, ssl_context (a callable returning an SSLContext; default:
+    the system's CAs) verifies the server as the URL's host, and the
+    connection goes to address when given (the server-name case: the
+    URL names the certificate's name, address where the service is).
     """
 
-    def __init__(self, url, headers, connect_timeout, idle_timeout):
+    def __init__(self, url, headers, connect_timeout, idle_timeout, ssl_context=None, address=""):
         self.url = url
         self.headers = headers
         self.connect_timeout = connect_timeout
         self.idle_timeout = idle_timeout
+        self.ssl_context = ssl_context or ssl.create_default_context
+        self.address = address
         self.status = 0
         self.response_headers = {}
         self._reader = None
@@ -66,14 +73,17 @@ class SSEConnection:
         port = parts.port or (443 if tls else 80)
         self._reader, self._writer = await wait_for(
             asyncio.open_connection(
-                parts.hostname, port, ssl=ssl.create_default_context() if tls else None
+                self.address or parts.hostname,
+                port,
+                ssl=self.ssl_context() if tls else None,
+                server_hostname=parts.hostname if tls else None,
             ),
             timeout=self.connect_timeout,
         )
         target = parts.path or "/"
         if parts.query:
             target += "?" + parts.query
-        host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+        host = parts.netloc.rpartition("@")[2]
         lines = [f"GET {target} HTTP/1.1", f"Host: {host}", "Connection: close"]
         lines += [f"{k}: {v}" for k, v in self.headers.items()]
         self._writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("utf-8"))

@@ -13,7 +13,7 @@ found by feature detection, never by its version number.
 
 import jupyterhub.spawner
 
-__all__ = ["SpawnkitError", "ServiceUnavailable", "for_jupyterhub", "spawn_exception_class"]
+__all__ = ["SpawnkitError", "ServiceTLSError", "ServiceUnavailable", "for_jupyterhub", "spawn_exception_class"]
 
 
 class SpawnkitError(Exception):
@@ -32,7 +32,22 @@ class SpawnkitError(Exception):
 
 
 class ServiceUnavailable(SpawnkitError):
-    """The service could not be reached, or answered with a server error."""
+    """The service could not be reached, or answered with a server error.
+
+    permanent: asking again cannot help (the hub's own settings are
+    wrong), so nothing retries it; a start fails at once.
+    """
+
+    permanent = False
+
+
+class ServiceTLSError(ServiceUnavailable):
+    """The TLS handshake with the service failed for good: its certificate
+    could not be verified (reason TLSVerificationFailed), or the hub's
+    own TLS files could not be used (TLSFilesUnusable). The message names
+    the service_url and the setting to change."""
+
+    permanent = True
 
 
 def spawn_exception_class():

@@ -37,7 +37,10 @@ service cannot be reached (restarting, upgraded, briefly partitioned),
 poll reports the server as running and logs a warning, so that a service
 restart never makes JupyterHub forget or cull running servers; starts,
 stops and deletions are sent again until their time is up (every request
-is safe to repeat).
+is safe to repeat). A service whose TLS certificate cannot be verified
+is not waited for: that is the hub's configuration (service_ca_file,
+service_server_name), so the request fails at once with a message that
+says so (_tls.py).
 
 The state the service returns for a server (its pod's name, namespace,
 cluster, claim) is kept in JupyterHub's database, and sent back whenever
@@ -62,6 +65,7 @@ from traitlets import Bool, Float, Integer, TraitError, Unicode, default, valida
 import jupyterhub
 from jupyterhub.traitlets import Command
 
+from . import _tls
 from ._api import NOT_SERVING, ServiceAPI, is_state_refused
 from ._kubespawner import KubeSpawner, chosen_hub_overrides, hub_config, refuse_unsupported
 from ._sse import closing
@@ -98,6 +102,68 @@ class SpawnkitSpawner(KubeSpawner):
         neither JupyterHub's (8000, 8001, 8081) nor zero-to-jupyterhub's.
         """,
     ).tag(config=True)
+
+    service_ca_file = Unicode(
+        "",
+        help="""PEM file of the CA certificates that verify the service's
+        certificate, for an https:// service_url (a private CA's, or
+        cert-manager's ca.crt). "" (default): the system's CA store.
+
+        Both of tornado's HTTP clients use it: JupyterHub's curl client
+        (used whenever pycurl is installed, as in zero-to-jupyterhub's hub
+        image) ignores SSL_CERT_FILE, so this is the way to trust a
+        private CA. It replaces the system's store (list public CAs in the
+        file too if the service may present a certificate from one). A
+        file that does not exist or holds no PEM certificate fails when
+        JupyterHub makes the spawner (at hub start for the servers it
+        runs, else at a user's spawn), naming this setting.
+        """,
+    ).tag(config=True)
+
+    service_client_cert_file = Unicode(
+        "",
+        help="""PEM file of a client certificate the hub presents to the
+        service's URL, with its key unless service_client_key_file is set.
+
+        The spawner-service itself never asks for one (its API trusts the
+        bearer token): this is for a service behind a proxy or mesh that
+        terminates mutual TLS. The key must not be encrypted (tornado's
+        clients take no password).
+        """,
+    ).tag(config=True)
+
+    service_client_key_file = Unicode(
+        "",
+        help="""PEM file of the private key of service_client_cert_file,
+        when it is not in that file. Unencrypted; readable by the hub
+        alone.""",
+    ).tag(config=True)
+
+    service_server_name = Unicode(
+        "",
+        help="""The name to verify in the service's certificate when
+        service_url's host is not a name it holds (an IP address, or
+        another DNS name such as a node's): e.g. service_url =
+        "https://10.0.0.12:8765" with service_server_name =
+        "spawnkit-service.jupyterhub.svc".
+
+        The requests then name it as their host (TLS server name
+        indication, verification, and the Host header), while connections
+        go to service_url's host. "" (default): service_url's host.
+        """,
+    ).tag(config=True)
+
+    @validate("service_ca_file")
+    def _validate_service_ca_file(self, proposal):
+        return _tls.check_ca_file(proposal["value"])
+
+    @validate("service_client_key_file")
+    def _validate_service_client_key_file(self, proposal):
+        return _tls.check_key_file(proposal["value"])
+
+    @validate("service_server_name")
+    def _validate_service_server_name(self, proposal):
+        return _tls.check_server_name(proposal["value"])
 
     service_token = Unicode(
         help="""Bearer token for the spawner-service.
@@ -261,6 +327,9 @@ class SpawnkitSpawner(KubeSpawner):
         # here, when JupyterHub makes the spawner: at hub start for the
         # servers it knows, else at a user's first spawn.
         refuse_unsupported(self)
+        # So does a client certificate that cannot be used with its key
+        # (each file alone is checked as the setting is made).
+        _tls.check_client_cert(self.service_client_cert_file, self.service_client_key_file)
 
     @default("options_form")
     def _options_form_default(self):
@@ -459,7 +528,9 @@ class SpawnkitSpawner(KubeSpawner):
         A failure the service reports (a refusal, a failed pod) is raised
         as a SpawnkitError, on JupyterHub 6.0 and later as a
         SpawnException as well (errors.for_jupyterhub); a service that
-        cannot be reached until start_timeout as ServiceUnavailable.
+        cannot be reached until start_timeout as ServiceUnavailable; a
+        service whose certificate cannot be verified at once, as
+        ServiceTLSError (a ServiceUnavailable) naming the setting to fix.
         """
         self._start_task = asyncio.current_task()
         self._started = True
@@ -510,8 +581,10 @@ class SpawnkitSpawner(KubeSpawner):
             try:
                 return await asyncio.shield(request)
             except ServiceUnavailable as e:
-                if e.status is not None and e.reason not in NOT_SERVING:
-                    raise  # a 5xx is the service's own failure: not retried
+                if e.permanent or (e.status is not None and e.reason not in NOT_SERVING):
+                    # A 5xx is the service's own failure, a certificate
+                    # that cannot be verified the hub's: not retried.
+                    raise
                 # Up to start_timeout, when JupyterHub gives up itself.
                 wait = min(delay, deadline - time.monotonic())
                 if wait <= 0:
@@ -545,6 +618,8 @@ class SpawnkitSpawner(KubeSpawner):
                         if kind == "failed" or data.get("failed"):
                             await self._fail(data.get("reason", ""), data.get("message", ""))
             except ServiceUnavailable as e:
+                if e.permanent:
+                    raise
                 self.log.warning("spawnkit: progress of %s interrupted: %s", self._log_name, e)
             except SpawnkitError as e:
                 if e.status != 404 or time.monotonic() > deadline:
@@ -556,6 +631,8 @@ class SpawnkitSpawner(KubeSpawner):
             try:
                 status = await self._request("GET", self._server_path())
             except ServiceUnavailable as e:
+                if e.permanent:
+                    raise
                 self.log.warning("spawnkit: status of %s unavailable: %s", self._log_name, e)
                 status = None
             except SpawnkitError as e:
@@ -906,6 +983,11 @@ class SpawnkitSpawner(KubeSpawner):
                 # shut down): resume after the last event. JupyterHub stops
                 # iterating once the start has finished either way.
             except ServiceUnavailable as e:
+                if e.permanent:
+                    # The start fails with the same error; JupyterHub
+                    # reports it.
+                    self.log.warning("spawnkit: no progress of %s: %s", self._log_name, e)
+                    return
                 self.log.warning("spawnkit: progress of %s interrupted: %s", self._log_name, e)
             except SpawnkitError as e:
                 if e.status != 404:

@@ -11,6 +11,11 @@ claims (the state names a claim), state_error (refuses every hub state
 PUT, as a service whose configuration does not trust it), and restart()
 (the service forgets its servers, whose pods still run).
 
+FakeService(ssl_options=...) answers over TLS (an SSLContext; one that
+requires a client certificate makes it a mutual-TLS proxy's stand-in);
+each request records its Host header and its client certificate's
+common name.
+
 PUT {S}/state behaves as the service's (manager.Seed): a server the fake
 knows answers its status; one it forgot since restart() is found again
 where the state says, running; a state naming a pod the fake never ran
@@ -49,13 +54,28 @@ class Request:
         self.answered = None
         # The Spawnkit-Hub header, None without one.
         self.hub = None
+        # The Host header, and the client certificate's common name (None
+        # without one).
+        self.host = None
+        self.client_cn = None
 
     def __repr__(self):
         return f"{self.method} {self.path}{'?' + self.query if self.query else ''}"
 
 
+def _record_connection(record, request):
+    record.host = request.headers.get("Host")
+    cert = request.get_ssl_certificate() if request.protocol == "https" else None
+    if cert:
+        for rdn in cert.get("subject", ()):
+            for key, value in rdn:
+                if key == "commonName":
+                    record.client_cn = value
+
+
 class FakeService:
-    def __init__(self):
+    def __init__(self, ssl_options=None):
+        self.ssl_options = ssl_options
         self.requests = []
         self.servers = {}  # path -> status dict
         self.start_delay = 0.0
@@ -86,7 +106,7 @@ class FakeService:
             ],
             log_function=lambda handler: None,
         )
-        self._server = HTTPServer(app)
+        self._server = HTTPServer(app, ssl_options=self.ssl_options)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", port))
@@ -110,7 +130,7 @@ class FakeService:
 
     @property
     def url(self):
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.ssl_options else 'http'}://127.0.0.1:{self.port}"
 
     # --- what arrived ----------------------------------------------------------
 
@@ -139,6 +159,7 @@ class _ServerHandler(web.RequestHandler):
         body = json.loads(self.request.body) if self.request.body else None
         self.record = Request(self.request.method, self.path_args[0] + (self.path_args[1] or ""), self.request.query, body)
         self.record.hub = self.request.headers.get("Spawnkit-Hub")
+        _record_connection(self.record, self.request)
         self.fake.requests.append(self.record)
 
     def on_finish(self):
@@ -251,7 +272,9 @@ class _FormHandler(web.RequestHandler):
             self.finish(json.dumps({"error": "bad token", "reason": "Unauthorized"}))
             return
         body = json.loads(self.request.body) if self.request.body else None
-        self.fake.requests.append(Request(self.request.method, self.path_args[0], self.request.query, body))
+        record = Request(self.request.method, self.path_args[0], self.request.query, body)
+        _record_connection(record, self.request)
+        self.fake.requests.append(record)
 
     def get(self, path):
         if not path.endswith("/options-form"):
