@@ -75,7 +75,21 @@ func newHandler(b backend, opts handlerOptions) (http.Handler, error) {
 		return nil, err
 	}
 	// Metrics outermost but for the log: a refused token is counted too.
-	return logRequests(opts.Log, m.instrument(mux, requireToken(opts.Token, jsonFallback(mux)))), nil
+	return logRequests(opts.Log, m.instrument(mux, identify(requireToken(opts.Token, jsonFallback(mux))))), nil
+}
+
+// ServiceHeader is on every answer of the API, 401s and 404s included,
+// with the module's version: a hub tells the service from whatever else
+// answers at a misconfigured URL (another server, a proxy's error page)
+// by it, and can then fail a start at once, naming the URL and what
+// answered, instead of retrying until its start timeout.
+const ServiceHeader = "Spawnkit-Service"
+
+func identify(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(ServiceHeader, spawner.Version)
+		next.ServeHTTP(w, r)
+	})
 }
 
 // handle turns a handler's error into the JSON error answer.

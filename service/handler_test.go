@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/spawnkit/spawnkit/spawner"
 )
 
 const testToken = "s3cret-token"
@@ -168,6 +170,9 @@ func TestAuthOnEveryPath(t *testing.T) {
 				if resp.Header.Get("WWW-Authenticate") == "" {
 					t.Error("no WWW-Authenticate header")
 				}
+				if got := resp.Header.Get(ServiceHeader); got != spawner.Version {
+					t.Errorf("%s: %q, want %q on a 401 too", ServiceHeader, got, spawner.Version)
+				}
 				// Each side's setting is named, and nothing of the token
 				// sent is echoed (a hub may log the error).
 				msg := string(data)
@@ -186,6 +191,9 @@ func TestAuthOnEveryPath(t *testing.T) {
 			resp, data := ta.do(t, r.method, r.path, r.body, withHeader("Authorization", "bearer "+testToken))
 			if resp.StatusCode == http.StatusUnauthorized {
 				t.Errorf("right token refused: %s", data)
+			}
+			if got := resp.Header.Get(ServiceHeader); got != spawner.Version {
+				t.Errorf("%s: %q, want %q", ServiceHeader, got, spawner.Version)
 			}
 		})
 	}
