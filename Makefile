@@ -4,7 +4,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: all testbin test test-oldest test-matrix vet fmt-check quickstart cluster bench bench-report
+.PHONY: all prereqs testbin test test-oldest test-matrix vet fmt-check quickstart cluster bench bench-report
 
 all: test
 
@@ -17,9 +17,17 @@ all: test
 testbin:
 	@internal/tools/build.sh
 
+# Installs, when missing, the Debian and npm packages the JupyterHub tests
+# use (`make test` does this first).
+prereqs:
+	@internal/tools/prereqs.sh
+
 # Everything CI runs: binaries, formatting, vet, and every test with the
-# race detector against the simulated cluster.
+# race detector against the simulated cluster. First installs what the
+# JupyterHub tests need when it is missing (internal/tools/prereqs.sh says
+# what; SPAWNKIT_PREREQS=skip leaves that out).
 test:
+	@internal/tools/prereqs.sh
 	@testbin=$$(internal/tools/build.sh); \
 	$(MAKE) --no-print-directory fmt-check vet; \
 	echo "go test -race ./... (binaries in $$testbin)"; \

@@ -44,7 +44,7 @@ func Example() {
 	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/servers", nil))
 	fmt.Println(rec.Code, strings.TrimSpace(rec.Body.String()))
 	// Output:
-	// 401 {"error":"missing or wrong token: send Authorization: Bearer <token>","reason":"Unauthorized"}
+	// 401 {"error":"missing token: no Authorization header; the hub sends SpawnkitSpawner.service_token (default: $SPAWNKIT_SERVICE_TOKEN in the hub's environment) as Authorization: Bearer <token>; the service's token is the file of -token-file, else $SPAWNKIT_SERVICE_TOKEN in its environment","reason":"Unauthorized"}
 }
 
 // The OpenAPI document is embedded, for a hub's client generator or a

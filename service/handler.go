@@ -75,7 +75,21 @@ func newHandler(b backend, opts handlerOptions) (http.Handler, error) {
 		return nil, err
 	}
 	// Metrics outermost but for the log: a refused token is counted too.
-	return logRequests(opts.Log, m.instrument(mux, requireToken(opts.Token, jsonFallback(mux)))), nil
+	return logRequests(opts.Log, m.instrument(mux, identify(requireToken(opts.Token, jsonFallback(mux))))), nil
+}
+
+// ServiceHeader is on every answer of the API, 401s and 404s included,
+// with the module's version: a hub tells the service from whatever else
+// answers at a misconfigured URL (another server, a proxy's error page)
+// by it, and can then fail a start at once, naming the URL and what
+// answered, instead of retrying until its start timeout.
+const ServiceHeader = "Spawnkit-Service"
+
+func identify(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(ServiceHeader, spawner.Version)
+		next.ServeHTTP(w, r)
+	})
 }
 
 // handle turns a handler's error into the JSON error answer.
@@ -437,12 +451,31 @@ func requireToken(token func() string, next http.Handler) http.Handler {
 		// The scheme is case-insensitive (RFC 9110 section 11.1).
 		if current == "" || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="spawnkit"`)
-			writeError(w, &apiError{Status: http.StatusUnauthorized, Reason: reasonUnauthorized,
-				Err: errors.New("missing or wrong token: send Authorization: Bearer <token>")})
+			writeError(w, &apiError{Status: http.StatusUnauthorized, Reason: reasonUnauthorized, Err: tokenError(current, r.Header.Get("Authorization"))})
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// tokenError says which token setting to look at on each side. It tells
+// only what the caller sent (no header, another scheme, a wrong token) or
+// that the service has none, never anything of the token itself.
+func tokenError(current, header string) error {
+	const sides = "the hub sends SpawnkitSpawner.service_token (default: $SPAWNKIT_SERVICE_TOKEN in the hub's environment) as Authorization: Bearer <token>; " +
+		"the service's token is the file of -token-file, else $SPAWNKIT_SERVICE_TOKEN in its environment"
+	scheme, _, _ := strings.Cut(header, " ")
+	switch {
+	case current == "":
+		return errors.New("the service has no token, so it refuses every request: give it one (cmd/spawnkit-service: -token-file or $SPAWNKIT_SERVICE_TOKEN; the SDK: service.Options.Token)")
+	case header == "":
+		return errors.New("missing token: no Authorization header; " + sides)
+	case !strings.EqualFold(scheme, "Bearer"):
+		// The scheme is not printed: a header without one holds the
+		// token itself, which a hub could then log.
+		return errors.New("missing token: the Authorization header is not Bearer <token>; " + sides)
+	}
+	return errors.New("wrong token: the hub's token is not the service's; " + sides)
 }
 
 // jsonFallback answers what mux does not route (an unknown path, a method

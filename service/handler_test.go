@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/spawnkit/spawnkit/spawner"
 )
 
 const testToken = "s3cret-token"
@@ -143,13 +145,14 @@ func TestAuthOnEveryPath(t *testing.T) {
 	denied := []struct {
 		name string
 		auth string // "" sends no header
+		says string // the error's first words
 	}{
-		{"no header", ""},
-		{"wrong token", "Bearer nope"},
-		{"token prefix", "Bearer " + testToken[:4]},
-		{"basic scheme", "Basic " + testToken},
-		{"jupyterhub token scheme", "token " + testToken},
-		{"no scheme", testToken},
+		{"no header", "", "missing token: no Authorization header"},
+		{"wrong token", "Bearer nope", "wrong token"},
+		{"token prefix", "Bearer " + testToken[:4], "wrong token"},
+		{"basic scheme", "Basic " + testToken, "missing token: the Authorization header is not Bearer <token>"},
+		{"jupyterhub token scheme", "token " + testToken, "missing token: the Authorization header is not Bearer <token>"},
+		{"no scheme", testToken, "missing token: the Authorization header is not Bearer <token>"},
 	}
 	for _, r := range routes {
 		for _, d := range denied {
@@ -167,6 +170,20 @@ func TestAuthOnEveryPath(t *testing.T) {
 				if resp.Header.Get("WWW-Authenticate") == "" {
 					t.Error("no WWW-Authenticate header")
 				}
+				if got := resp.Header.Get(ServiceHeader); got != spawner.Version {
+					t.Errorf("%s: %q, want %q on a 401 too", ServiceHeader, got, spawner.Version)
+				}
+				// Each side's setting is named, and nothing of the token
+				// sent is echoed (a hub may log the error).
+				msg := string(data)
+				for _, w := range []string{d.says, "SpawnkitSpawner.service_token", "$SPAWNKIT_SERVICE_TOKEN", "-token-file"} {
+					if !strings.Contains(msg, w) {
+						t.Errorf("the 401 lacks %q: %s", w, msg)
+					}
+				}
+				if strings.Contains(msg, testToken[:4]) {
+					t.Errorf("the 401 echoes the token: %s", msg)
+				}
 			})
 		}
 		t.Run(r.method+" "+r.path+"/bearer", func(t *testing.T) {
@@ -174,6 +191,9 @@ func TestAuthOnEveryPath(t *testing.T) {
 			resp, data := ta.do(t, r.method, r.path, r.body, withHeader("Authorization", "bearer "+testToken))
 			if resp.StatusCode == http.StatusUnauthorized {
 				t.Errorf("right token refused: %s", data)
+			}
+			if got := resp.Header.Get(ServiceHeader); got != spawner.Version {
+				t.Errorf("%s: %q, want %q", ServiceHeader, got, spawner.Version)
 			}
 		})
 	}

@@ -29,6 +29,16 @@ type ProbeOptions struct {
 	// younger than PingTimeout, so that probes (which need no token)
 	// cannot be used to flood the API server. Default: 5 s.
 	PingTimeout time.Duration
+	// Namespaces reports, bounded by its ctx, whether the namespaces
+	// new servers start in exist (cmd/spawnkit-service asks with a
+	// dry-run create in each: a missing namespace would fail every
+	// start there, while the pod informer of that namespace syncs,
+	// empty, as if all were well). Its answer is reused for
+	// NamespacesEvery. Nil: not checked.
+	Namespaces func(ctx context.Context) error
+	// NamespacesEvery is how long a success of Namespaces is reused (a
+	// failure, PingTimeout). Default: 30 s.
+	NamespacesEvery time.Duration
 	// Gatherer serves /metrics (prometheus.DefaultGatherer for the
 	// process's runtime metrics plus what was registered there). Nil: no
 	// /metrics.
@@ -43,7 +53,10 @@ type ProbeOptions struct {
 //	              (Manager.Live); 500 naming what is wedged
 //	GET /readyz   200 once the Manager has recovered the cluster's servers,
 //	              its pod informer has synced, it leads (with election), and
-//	              the API server answered Ping within PingTimeout; else 503.
+//	              the API server answered Ping within PingTimeout, and
+//	              Namespaces finds every namespace servers start in
+//	              ("[-]namespaces failed: ... namespace \"x\" does not
+//	              exist"); else 503.
 //	              With several clusters, one line per cluster
 //	              ("cluster/<name>"): 200 while one of them serves, the
 //	              others printed "[!]cluster/<name> degraded: why" (their
@@ -59,6 +72,9 @@ func Probes(opts ProbeOptions) (http.Handler, error) {
 	}
 	if opts.PingTimeout <= 0 {
 		opts.PingTimeout = 5 * time.Second
+	}
+	if opts.NamespacesEvery <= 0 {
+		opts.NamespacesEvery = 30 * time.Second
 	}
 	p := &probes{opts: opts}
 	mux := http.NewServeMux()
@@ -77,6 +93,10 @@ type probes struct {
 	mu      sync.Mutex
 	pinged  time.Time
 	pingErr error
+	// nsMu guards the last namespace check's outcome likewise.
+	nsMu      sync.Mutex
+	nsChecked time.Time
+	nsErr     error
 }
 
 type check struct {
@@ -118,7 +138,30 @@ func (p *probes) readyz(w http.ResponseWriter, r *http.Request) {
 	if p.opts.Ping != nil && len(h.Clusters) <= 1 {
 		checks = append(checks, check{name: "apiserver", err: p.ping(r.Context())})
 	}
+	if p.opts.Namespaces != nil && h.Running {
+		checks = append(checks, check{name: "namespaces", err: p.namespaces(r.Context())})
+	}
 	writeChecks(w, http.StatusServiceUnavailable, "readyz", checks)
+}
+
+// namespaces runs Namespaces, or reuses an answer younger than
+// NamespacesEvery; concurrent probes share one call.
+func (p *probes) namespaces(ctx context.Context) error {
+	p.nsMu.Lock()
+	defer p.nsMu.Unlock()
+	// A failure is reused only for PingTimeout: a namespace created to
+	// mend it makes the replica ready at the next probes.
+	reuse := p.opts.NamespacesEvery
+	if p.nsErr != nil {
+		reuse = p.opts.PingTimeout
+	}
+	if !p.nsChecked.IsZero() && time.Since(p.nsChecked) < reuse {
+		return p.nsErr
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.PingTimeout)
+	defer cancel()
+	p.nsChecked, p.nsErr = time.Now(), p.opts.Namespaces(ctx)
+	return p.nsErr
 }
 
 // clusterChecks are a Manager's with several clusters: one check per

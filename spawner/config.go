@@ -367,6 +367,11 @@ func loadConfig(data []byte, adjust func(*Config)) (Config, error) {
 	if err := json.Unmarshal(jsonData, &all); err != nil {
 		return Config{}, fmt.Errorf("spawner: config must be a mapping of option names: %w", err)
 	}
+	// Unknown keys first, each with its line and the name probably meant:
+	// the decoder below would name only the first, with neither.
+	if err := checkKeys(data, adjust == nil); err != nil {
+		return Config{}, fmt.Errorf("spawner: config: %w", err)
+	}
 	warnings, err := kubespawnerCompat(all)
 	if err != nil {
 		return Config{}, fmt.Errorf("spawner: config: %w", err)

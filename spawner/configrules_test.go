@@ -553,7 +553,7 @@ func unknownOptions(in *caseInput) []string {
 		// The decoder's own message for an option it does not know (not a
 		// template's unknown {field}).
 		_, err := LoadConfig(one)
-		return err != nil && strings.Contains(err.Error(), `unknown field "`+key+`"`)
+		return err != nil && strings.Contains(err.Error(), `unknown option "`+key+`"`)
 	}
 	for _, e := range in.config.kvs {
 		if unknown(e.Key, e.Value) {

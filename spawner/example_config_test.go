@@ -117,3 +117,11 @@ func ExampleConfig_Resolve() {
 	// gpu, busybox: spawner: unlisted choice "docker.io/library/busybox" for image rejected: it does not match ^quay\.io/jupyter/.+$
 	// huge: spawner: no such profile: huge; options include: small, gpu
 }
+
+// A misspelt option is refused at load with its line and the option
+// probably meant.
+func ExampleLoadConfig_misspeltOption() {
+	_, err := spawner.LoadConfig([]byte("image: quay.io/jupyter/base-notebook\nmem_gurantee: 1G\n"))
+	fmt.Println(err)
+	// Output: spawner: config: line 2: mem_gurantee: unknown option "mem_gurantee": did you mean "mem_guarantee"? (docs/kubespawner-options.md lists every option)
+}

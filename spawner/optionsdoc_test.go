@@ -92,7 +92,7 @@ func TestOptionsTable(t *testing.T) {
 	for _, k := range append(slices.Clone(loaded), "no_such_option") {
 		one, _ := json.Marshal(map[string]any{k: nil})
 		_, err := LoadConfig(one)
-		unknown := err != nil && strings.Contains(err.Error(), `unknown field "`+k+`"`)
+		unknown := err != nil && strings.Contains(err.Error(), `unknown option "`+k+`"`)
 		if unknown == isOptionKey(k) {
 			t.Errorf("option %s: isOptionKey=%v, but LoadConfig says %v", k, isOptionKey(k), err)
 		}

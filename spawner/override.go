@@ -31,7 +31,7 @@ func (c Config) Override(overrides map[string]any) (Config, error) {
 	for _, k := range keys {
 		if !isOptionKey(k) {
 			return Config{}, fmt.Errorf("spawner: override %q: %w", k, &ConfigError{Errs: field.ErrorList{field.Invalid(field.NewPath(k), k,
-				fmt.Sprintf("unknown field %q: not a KubeSpawner or spawnkit option", k))}})
+				unknownOptionMsg(k))}})
 		}
 		if _, err := json.Marshal(overrides[k]); err != nil {
 			return Config{}, fmt.Errorf("spawner: override %q: %w", k, &ConfigError{Errs: field.ErrorList{field.Invalid(field.NewPath(k),
@@ -106,7 +106,7 @@ func (c Config) WithOptions(options map[string]json.RawMessage) (Config, error) 
 	var errs field.ErrorList
 	for _, k := range slices.Sorted(maps.Keys(options)) {
 		if !isOptionKey(k) {
-			errs = append(errs, field.Invalid(field.NewPath(k), k, fmt.Sprintf("unknown field %q: not a KubeSpawner or spawnkit option", k)))
+			errs = append(errs, field.Invalid(field.NewPath(k), k, unknownOptionMsg(k)))
 			continue
 		}
 		if v := options[k]; string(v) == "null" {

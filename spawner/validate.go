@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode"
 
@@ -479,7 +478,7 @@ func checkProfiles(profiles []Profile) field.ErrorList {
 		for _, k := range slices.Sorted(maps.Keys(overrides)) {
 			if !isOptionKey(k) {
 				errs = append(errs, field.Invalid(p.Child("kubespawner_override").Key(k), k,
-					"unknown field "+strconv.Quote(k)+": not a KubeSpawner option (KubeSpawner would set it as a plain attribute, which does nothing)"))
+					unknownOptionMsg(k)+"; KubeSpawner would set it as a plain attribute, which does nothing"))
 			}
 		}
 		if isJSONShaped(overrides) {

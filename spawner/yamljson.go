@@ -136,6 +136,7 @@ func (c *converter) write(b *bytes.Buffer, n *yaml.Node, depth int) error {
 type yamlEntry struct {
 	key   string
 	value *yaml.Node
+	line  int // the key's line
 }
 
 // entries lists a mapping's keys in order with merge keys applied as YAML
@@ -168,7 +169,7 @@ func (c *converter) entries(n *yaml.Node, depth int) ([]yamlEntry, error) {
 		if !isMerge(k) {
 			var key string
 			_ = k.Decode(&key)
-			out = append(out, yamlEntry{key, v})
+			out = append(out, yamlEntry{key, v, k.Line})
 			continue
 		}
 		sources := []*yaml.Node{v}

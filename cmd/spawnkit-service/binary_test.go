@@ -442,6 +442,8 @@ func TestBinaryRefusesToStart(t *testing.T) {
 	}
 	emptyToken := file("empty-token", "\n\t \n")
 	badConfig := file("bad-config.yaml", "namespace: x\nno_such_option_xyz: 1\n")
+	misspelt := file("misspelt.yaml", "namespace: x\nmem_gurantee: 1G\n")
+	z2jhValues := file("values.yaml", "singleuser:\n  image:\n    name: quay.io/jupyter/base-notebook\n")
 	badPolicy := file("bad-policy.yaml", "privileged_image: [x]\n")
 	badPattern := file("bad-pattern.yaml", "privileged_images: [\"[x\"]\n")
 	good := newBinCert(t, 7)
@@ -468,6 +470,8 @@ func TestBinaryRefusesToStart(t *testing.T) {
 			[]string{"-leader-elect-lease-duration", "-leader-elect-renew-deadline"}},
 		{"Lease namespace does not exist", []string{"-leader-elect", "-leader-elect-namespace", absent}, []string{`"` + absent + `"`, "leases"}},
 		{"bad config file with -check", []string{"-check", "-config", badConfig}, []string{badConfig, "no_such_option_xyz"}},
+		{"misspelt option", []string{"-check", "-config", misspelt}, []string{misspelt, "line 2", `did you mean "mem_guarantee"?`}},
+		{"z2jh values as the config", []string{"-check", "-config", z2jhValues}, []string{z2jhValues, "line 1", "singleuser", "docs/z2jh.md"}},
 		{"misspelt hub policy key", []string{"-check", "-hub-policy", badPolicy}, []string{badPolicy, "privileged_image"}},
 		{"bad hub policy pattern", []string{"-check", "-hub-policy", badPattern}, []string{badPattern, "privileged_images[0]"}},
 		{"missing hub policy", []string{"-check", "-hub-policy", missing}, []string{missing}},

@@ -255,7 +255,7 @@ func (p *program) serve(ctx context.Context) error {
 	if probeLn != nil {
 		probes, err := service.Probes(service.ProbeOptions{Manager: m, Gatherer: reg, Ping: func(ctx context.Context) error {
 			return client.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
-		}})
+		}, Namespaces: namespaceCheck(cs, m, p.f.clusters != "")})
 		if err != nil {
 			return err
 		}

@@ -27,6 +27,7 @@ type config struct {
 	nodes      int
 	once       bool
 	responders bool
+	workloads  bool
 	podCIDR    string
 }
 
@@ -40,6 +41,7 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	flags.IntVar(&cfg.nodes, "nodes", 2, "number of fake nodes")
 	flags.BoolVar(&cfg.once, "once", false, "exit as soon as the cluster is ready (a smoke check)")
 	flags.BoolVar(&cfg.responders, "responders", true, "answer HTTP on every running pod's IP and container ports")
+	flags.BoolVar(&cfg.workloads, "workloads", true, "run the Deployment, ReplicaSet, StatefulSet and Job controllers (their pods are kwok's: no container runs)")
 	flags.StringVar(&cfg.podCIDR, "pod-cidr", "", "range in 127.0.0.0/8 for pod IPs (default: a free 127.X.0.0/16)")
 	err := flags.Parse(args)
 	if err == nil && flags.NArg() > 0 {
@@ -74,6 +76,7 @@ func run(cfg config) error {
 		Nodes:      cfg.nodes,
 		PodCIDR:    cfg.podCIDR,
 		Responders: cfg.responders,
+		Workloads:  cfg.workloads,
 		Progress:   os.Stderr,
 		KeepLogs:   !cfg.once, // a running cluster keeps its logs for you to read
 	})

@@ -21,7 +21,7 @@ func TestHelpListsOnlyRealFlags(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^  -(\S+)`).FindAllStringSubmatch(out.String(), -1) {
 		listed = append(listed, m[1])
 	}
-	want := []string{"nodes", "once", "pod-cidr", "responders"}
+	want := []string{"nodes", "once", "pod-cidr", "responders", "workloads"}
 	if !slices.Equal(listed, want) {
 		t.Errorf("-h lists %v, want %v:\n%s", listed, want, out.String())
 	}
@@ -33,9 +33,9 @@ func TestParseFlags(t *testing.T) {
 		args []string
 		want config
 	}{
-		{"defaults", nil, config{nodes: 2, responders: true}},
-		{"everything", []string{"-nodes", "4", "-once", "-responders=false", "-pod-cidr", "127.9.0.0/16"},
-			config{nodes: 4, once: true, responders: false, podCIDR: "127.9.0.0/16"}},
+		{"defaults", nil, config{nodes: 2, responders: true, workloads: true}},
+		{"everything", []string{"-nodes", "4", "-once", "-responders=false", "-workloads=false", "-pod-cidr", "127.9.0.0/16"},
+			config{nodes: 4, once: true, responders: false, workloads: false, podCIDR: "127.9.0.0/16"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parseFlags(tc.args, &strings.Builder{})

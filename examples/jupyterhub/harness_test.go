@@ -79,7 +79,7 @@ func findTools() (tools, error) {
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		missing = append(missing, "node (apt-get install nodejs npm)")
+		missing = append(missing, "node (Node.js 20 or later from NodeSource; then make prereqs)")
 	}
 	tl.node = node
 	if _, err := os.Stat(tl.chp); err != nil {

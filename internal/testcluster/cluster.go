@@ -95,6 +95,14 @@ type Options struct {
 	// (Lifecycle only); BootDelayAnnotation delays a pod's answers.
 	// Their log is responders.log in LogDir. Default: false.
 	Responders bool
+
+	// Workloads adds kube-controller-manager's deployment, replicaset,
+	// statefulset and job controllers (Lifecycle only), so that applying a
+	// Deployment such as deploy/'s makes pods. They are kwok's pods: they
+	// are scheduled and turn Running, but no container runs in them.
+	// spawnkit itself needs none of these controllers, so tests leave them
+	// out. Default: false.
+	Workloads bool
 }
 
 // Timings says how long each part of Start took.
@@ -228,7 +236,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			podCIDR = c.podCIDRLease.prefix
 		}
 		c.PodCIDR = podCIDR.String()
-		if err := c.startLifecycle(ctx, binDir, opts.Nodes, podCIDR); err != nil {
+		if err := c.startLifecycle(ctx, binDir, opts.Nodes, podCIDR, opts.Workloads); err != nil {
 			return c, err
 		}
 		if err := c.startFinisher(ctx); err != nil {
@@ -346,7 +354,19 @@ func (c *Cluster) wrapWithDeathSignal(binDir string, env *envtest.Environment) e
 	return nil
 }
 
-func (c *Cluster) startLifecycle(ctx context.Context, binDir string, nodes int, podCIDR netip.Prefix) error {
+// controllers is kube-controller-manager's --controllers: the ones spawnkit
+// relies on, and with workloads those that turn Deployments, ReplicaSets,
+// StatefulSets and Jobs into pods (Options.Workloads).
+func controllers(workloads bool) string {
+	cs := "node-lifecycle-controller,garbage-collector-controller,namespace-controller," +
+		"persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,resourcequota-controller"
+	if workloads {
+		cs += ",deployment-controller,replicaset-controller,statefulset-controller,job-controller,disruption-controller"
+	}
+	return cs
+}
+
+func (c *Cluster) startLifecycle(ctx context.Context, binDir string, nodes int, podCIDR netip.Prefix, workloads bool) error {
 	stages := filepath.Join(c.LogDir, "kwok-stages.yaml")
 	if err := os.WriteFile(stages, stagesYAML, 0o644); err != nil {
 		return fmt.Errorf("writing kwok stages: %w", err)
@@ -364,8 +384,7 @@ func (c *Cluster) startLifecycle(ctx context.Context, binDir string, nodes int, 
 			// controller finishes namespace deletion.
 			// The protection controllers lift the finalizers admission
 			// puts on claims and volumes, so deleted claims go away.
-			"--controllers=node-lifecycle-controller,garbage-collector-controller,namespace-controller," +
-				"persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,resourcequota-controller",
+			"--controllers=" + controllers(workloads),
 			"--leader-elect=false", "--secure-port=0",
 			"--node-monitor-period=1s",
 			"--v=2",

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) {
 		// cluster and is killed; it needs no package cluster.
 		os.Exit(m.Run())
 	}
-	testcluster.Main(m, testcluster.Options{Level: testcluster.Lifecycle, Progress: os.Stderr, Responders: true}, &cluster)
+	testcluster.Main(m, testcluster.Options{Level: testcluster.Lifecycle, Progress: os.Stderr, Responders: true, Workloads: true}, &cluster)
 }
 
 // newNamespace creates a namespace for one test and deletes it afterwards.
@@ -161,6 +162,46 @@ func TestPodBecomesRunning(t *testing.T) {
 	// The scheduler and kwok both record events for the pod.
 	reasons := waitForEventReasons(t, ctx, ns, "runs", "Scheduled", "Started")
 	t.Logf("events: %v", reasons)
+}
+
+// TestWorkloadsMakePods: with Options.Workloads (make cluster's default) a
+// Deployment applied to the cluster gets its pods, scheduled and Running,
+// as `kubectl apply -k deploy/` expects.
+func TestWorkloadsMakePods(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	ns := newNamespace(t)
+	ctx := ctxTimeout(t, 60*time.Second)
+	labels := map[string]string{"app": "web"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       testPod("", nil).Spec,
+			},
+		},
+	}
+	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create Deployment: %v", err)
+	}
+	eventually(t, 200*time.Millisecond, 50*time.Second, func() error {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return err
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" && p.Status.PodIP != "" {
+				running++
+			}
+		}
+		if running != 2 {
+			return fmt.Errorf("%d of the Deployment's pods are Running with a node and an IP (of %d), want 2", running, len(pods.Items))
+		}
+		return nil
+	})
 }
 
 func TestImagePullFailure(t *testing.T) {

@@ -21,7 +21,7 @@ configuration imports it for the real one.
 """
 
 from ._version import __version__
-from .errors import ServiceTLSError, ServiceUnavailable, SpawnkitError
+from .errors import NotTheService, ServiceTLSError, ServiceUnavailable, SpawnkitError
 from .spawner import SpawnkitSpawner
 
-__all__ = ["SpawnkitSpawner", "SpawnkitError", "ServiceUnavailable", "ServiceTLSError", "__version__"]
+__all__ = ["SpawnkitSpawner", "SpawnkitError", "ServiceUnavailable", "ServiceTLSError", "NotTheService", "__version__"]

@@ -25,9 +25,9 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from . import _tls
 from ._sse import SSEConnection
-from .errors import ServiceTLSError, ServiceUnavailable, SpawnkitError
+from .errors import NotTheService, ServiceTLSError, ServiceUnavailable, SpawnkitError
 
-__all__ = ["CLUSTER_UNAVAILABLE", "NOT_SERVING", "STATE_REFUSED", "ServiceAPI", "http_client", "is_state_refused"]
+__all__ = ["CLUSTER_UNAVAILABLE", "NOT_SERVING", "SERVICE_HEADER", "STATE_REFUSED", "ServiceAPI", "http_client", "is_state_refused", "reached"]
 
 # Answers of a replica that must not serve (it stands by, or shuts down):
 # asked again, since another replica answers soon.
@@ -44,6 +44,56 @@ CLUSTER_UNAVAILABLE = "ClusterUnavailable"
 # configuration no longer trusts (not listed as retired), or a pod of
 # another server. The message names the option that would keep it.
 STATE_REFUSED = "StateRefused"
+
+
+# The header on every answer of the service (service.ServiceHeader), with
+# its version: what tells it from another server at a misconfigured URL.
+SERVICE_HEADER = "Spawnkit-Service"
+
+# service_urls that answered as the service in this process: a start that
+# cannot reach one of these rides out a restart; one never reached is
+# given service_first_contact_timeout (a wrong URL fails in seconds).
+_reached = set()
+
+
+def reached(service_url):
+    """Whether service_url has answered as the service in this process."""
+    return service_url.rstrip("/") in _reached
+
+
+def _note_reached(service_url):
+    _reached.add(service_url.rstrip("/"))
+
+
+def is_service_answer(response):
+    """Whether an HTTP answer came from the spawnkit service: it carries
+    SERVICE_HEADER, or (a service from before the header) is a JSON error
+    with a reason."""
+    if response.headers.get(SERVICE_HEADER):
+        return True
+    _, reason = error_of(response)
+    return bool(reason)
+
+
+def not_the_service(s, what, code, headers, body):
+    """The error for an answer that is not the service's: permanent,
+    naming the URL and what answered, unless it is a gateway's 502-504
+    (a proxy in front of a service that restarts), which is asked again
+    as an unreachable service is."""
+    ctype = headers.get("Content-Type", "")
+    server = headers.get("Server", "")
+    text = " ".join(body.decode("utf-8", "replace").split())[:200] if body else ""
+    answered = f"HTTP {code}" + (f" ({ctype})" if ctype else "") + (f", Server: {server}" if server else "")
+    if text:
+        answered += f": {text!r}"
+    message = (
+        f"{s.service_url} answered {what} with {answered}, and that is not the spawnkit service "
+        f"(its answers carry a {SERVICE_HEADER} header): check c.SpawnkitSpawner.service_url, "
+        f"whose port is the service's -listen port (8765 in deploy/)"
+    )
+    if code in (502, 503, 504):
+        return ServiceUnavailable(message, reason="NotTheService")
+    return NotTheService(message, reason="NotTheService", status=code)
 
 
 def is_state_refused(err):
@@ -204,6 +254,21 @@ class ServiceAPI:
         try:
             resp = await client.fetch(req)
         except HTTPClientError as e:
+            if e.response is not None and e.code != 599:
+                if not is_service_answer(e.response):
+                    raise not_the_service(self.s, what, e.code, e.response.headers, e.response.body) from e
+                _note_reached(self.s.service_url)
+            if e.code == 401:
+                message, _ = error_of(e.response)
+                hint = "" if self.s.service_token else (
+                    "; the hub sent no token: c.SpawnkitSpawner.service_token is empty and "
+                    "SPAWNKIT_SERVICE_TOKEN is not set in the hub's environment"
+                )
+                raise SpawnkitError(
+                    f"the spawnkit service at {self.s.service_url} refused the hub's token ({what}): {message}{hint}",
+                    reason="Unauthorized",
+                    status=401,
+                ) from e
             if e.code == 404 and not_found_ok:
                 return None
             kind = _tls.curl_tls_error(e) if curl and e.code == 599 else None
@@ -228,6 +293,8 @@ class ServiceAPI:
                 f"spawnkit service at {self.s.service_url} unreachable ({method} {path}): {e}",
                 reason="ServiceUnavailable",
             ) from e
+        if resp.headers.get(SERVICE_HEADER):
+            _note_reached(self.s.service_url)
         if not resp.body:
             return None
         ctype = resp.headers.get("Content-Type", "")

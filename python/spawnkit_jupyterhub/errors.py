@@ -13,7 +13,7 @@ found by feature detection, never by its version number.
 
 import jupyterhub.spawner
 
-__all__ = ["SpawnkitError", "ServiceTLSError", "ServiceUnavailable", "for_jupyterhub", "spawn_exception_class"]
+__all__ = ["NotTheService", "SpawnkitError", "ServiceTLSError", "ServiceUnavailable", "for_jupyterhub", "spawn_exception_class"]
 
 
 class SpawnkitError(Exception):
@@ -46,6 +46,15 @@ class ServiceTLSError(ServiceUnavailable):
     could not be verified (reason TLSVerificationFailed), or the hub's
     own TLS files could not be used (TLSFilesUnusable). The message names
     the service_url and the setting to change."""
+
+    permanent = True
+
+
+class NotTheService(ServiceUnavailable):
+    """Something other than the spawnkit service answered at service_url
+    (another server, a wrong port, a proxy's page): the hub's setting is
+    wrong, so nothing retries it. The message names the URL and what
+    answered."""
 
     permanent = True
 

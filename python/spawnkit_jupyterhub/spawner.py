@@ -72,7 +72,7 @@ import jupyterhub
 from jupyterhub.traitlets import Command
 
 from . import _tls
-from ._api import NOT_SERVING, ServiceAPI, is_state_refused
+from ._api import NOT_SERVING, ServiceAPI, is_state_refused, reached
 from ._kubespawner import KubeSpawner, chosen_hub_overrides, hub_config, refuse_unsupported
 from ._sse import closing
 from .errors import ServiceUnavailable, SpawnkitError, for_jupyterhub
@@ -262,6 +262,17 @@ class SpawnkitSpawner(KubeSpawner):
         help="""Seconds the progress stream may stay silent before it is
         taken for dropped and opened again. The service sends a keepalive
         every 15 s.""",
+    ).tag(config=True)
+
+    service_first_contact_timeout = Float(
+        15,
+        help="""Seconds a start tries a service that this hub process has
+        not reached yet (since the hub started) before it fails, naming
+        service_url: a wrong URL or port fails the start in seconds rather
+        than after start_timeout. Once the service has answered, a start
+        rides out its restarts and failovers until start_timeout. Raise
+        this where the hub and the service start together and the service
+        may take longer to come up.""",
     ).tag(config=True)
 
     service_busy_timeout = Float(
@@ -596,6 +607,7 @@ class SpawnkitSpawner(KubeSpawner):
         now = time.monotonic()
         busy_deadline = now + self.service_busy_timeout
         deadline = now + self.start_timeout
+        first_contact_deadline = now + self.service_first_contact_timeout
         delay = self.service_retry_interval
         while True:
             self._check_cancelled()
@@ -609,6 +621,17 @@ class SpawnkitSpawner(KubeSpawner):
                     # A 5xx is the service's own failure, a certificate
                     # that cannot be verified the hub's: not retried.
                     raise
+                if not reached(self.service_url) and e.reason not in NOT_SERVING:
+                    # Never answered in this process: a wrong URL or port
+                    # more likely than a restart.
+                    if time.monotonic() + delay > first_contact_deadline:
+                        raise ServiceUnavailable(
+                            f"{e}; this hub has not reached the spawnkit service at {self.service_url} since it "
+                            f"started (tried for {self.service_first_contact_timeout:g}s, "
+                            f"service_first_contact_timeout): check c.SpawnkitSpawner.service_url, whose port is "
+                            f"the service's -listen port (8765 in deploy/), and that the service runs",
+                            reason=e.reason,
+                        ) from e
                 # Up to start_timeout, when JupyterHub gives up itself.
                 wait = min(delay, deadline - time.monotonic())
                 if wait <= 0:

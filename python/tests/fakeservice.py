@@ -142,6 +142,9 @@ class FakeService:
 
 
 class _ServerHandler(web.RequestHandler):
+    def set_default_headers(self):
+        self.set_header("Spawnkit-Service", "fake")
+
     def initialize(self, fake):
         self.fake = fake
 
@@ -263,6 +266,9 @@ class _ServerHandler(web.RequestHandler):
 
 
 class _FormHandler(web.RequestHandler):
+    def set_default_headers(self):
+        self.set_header("Spawnkit-Service", "fake")
+
     def initialize(self, fake):
         self.fake = fake
 

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/spawnkit/spawnkit/internal/testcluster"
+)
+
+// TestBinaryReadyzNamesAMissingNamespace: a configured namespace, or one a
+// profile names, that does not exist makes /readyz fail naming each (the
+// pod informers of such namespaces sync, empty, so nothing else would
+// show it), and creating them makes the replica ready.
+func TestBinaryReadyzNamesAMissingNamespace(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	e := newBinEnv(t, c, "ns-token")
+	suffix := randomHex(t)[:8]
+	base, other := "absent-"+suffix, "absent-gpu-"+suffix
+	writeTestFile(t, e.config, fmt.Sprintf(`namespace: %s
+image: quay.io/jupyter/base-notebook:2024-01-01
+profile_list:
+  - display_name: CPU
+    default: true
+  - display_name: GPU
+    kubespawner_override: {namespace: %s}
+`, base, other))
+	s := e.start(t, "spawnkit-service missing namespace")
+	var body string
+	waitFor(t, "/readyz 503 naming both namespaces", binTimeout, func() (bool, string) {
+		s.mustRun(t)
+		var code int
+		code, body = s.readyz(t)
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "[-]namespaces failed"), fmt.Sprintf("%d %q", code, body)
+	})
+	for _, want := range []string{`namespace "` + base + `" does not exist`, `namespace "` + other + `" does not exist`, "kubectl create namespace " + base, "[+]informers ok", "[+]manager ok"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/readyz lacks %q:\n%s", want, body)
+		}
+	}
+	for _, ns := range []string{base, other} {
+		if _, err := c.Client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = c.Client.CoreV1().Namespaces().Delete(context.WithoutCancel(t.Context()), ns, metav1.DeleteOptions{})
+		})
+	}
+	s.waitReady(t)
+	// The dry run left nothing behind.
+	for _, ns := range []string{base, other} {
+		secrets, err := c.Client.CoreV1().Secrets(ns).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sec := range secrets.Items {
+			if strings.HasPrefix(sec.Name, "spawnkit-readyz-") {
+				t.Errorf("the namespace check left Secret %s/%s", ns, sec.Name)
+			}
+		}
+	}
+}
+
+// TestNamespaceExistsUnderARole: under a namespaced Role (deploy/'s) a
+// missing namespace is refused by RBAC before admission; the check still
+// fails, naming both causes. A namespace being deleted is named as such.
+func TestNamespaceExistsUnderARole(t *testing.T) {
+	c := testcluster.Require(t, cluster)
+	ctx := t.Context()
+	ns, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "nscheck-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns.Name, metav1.DeleteOptions{})
+	})
+	user := "nscheck-" + randomHex(t)[:6]
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "secrets"}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}}}}
+	if _, err := c.Client.RbacV1().Roles(ns.Name).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "secrets"}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "secrets"},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: user, APIGroup: "rbac.authorization.k8s.io"}}}
+	if _, err := c.Client.RbacV1().RoleBindings(ns.Name).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := c.UserConfig(user, "spawnkit-test-users")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(cfg)
+	waitFor(t, "the Role to apply", binTimeout, func() (bool, string) {
+		err := namespaceExists(ctx, client, ns.Name)
+		return err == nil, fmt.Sprint(err)
+	})
+	missing := "absent-" + randomHex(t)[:8]
+	err = namespaceExists(ctx, client, missing)
+	if err == nil || !strings.Contains(err.Error(), `namespace "`+missing+`"`) || !strings.Contains(err.Error(), "does not exist, or the service's Role is not bound in it") {
+		t.Errorf("namespaceExists(%s) under a Role = %v, want both causes named", missing, err)
+	}
+
+	// Held in Terminating by a finalizer on an object inside it.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "hold", Finalizers: []string{"spawnkit.test/hold"}}}
+	if _, err := c.Client.CoreV1().ConfigMaps(ns.Name).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = c.Client.CoreV1().ConfigMaps(ns.Name).Patch(context.WithoutCancel(ctx), "hold", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
+	if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the terminating namespace named", binTimeout, func() (bool, string) {
+		err := namespaceExists(ctx, c.Client, ns.Name)
+		return err != nil && strings.Contains(err.Error(), "is being deleted"), fmt.Sprint(err)
+	})
+}
