@@ -38,7 +38,10 @@
 //   - -tar FILE: a docker-archive tarball (docker save's format, tagged
 //     -repo:v<version>) of a single platform, for `crane push FILE REF`,
 //     `skopeo copy docker-archive:FILE docker://REF`, `docker load` or
-//     `kind load image-archive`. Refused with several platforms.
+//     `kind load image-archive`. Refused with several platforms. It has
+//     the config and layers but no manifest: a push of it makes a Docker
+//     schema 2 manifest of the same blobs, under another digest and without
+//     the annotations, so the layout is what to publish.
 //
 // It prints each platform's image digest and the layout's pushed digest.
 package main

@@ -498,8 +498,9 @@ func checkStatic(t *testing.T, path string, p v1.Platform) {
 	}
 }
 
-// sameImage: a and b have the same config and layers (the tarball's
-// manifest is docker save's, so only these are comparable).
+// sameImage: a and b have the same config and layers. A docker-archive
+// keeps no manifest (a reader makes a Docker schema 2 one), so only these
+// are comparable.
 func sameImage(t *testing.T, a, b v1.Image) {
 	t.Helper()
 	ca, err := a.ConfigName()
