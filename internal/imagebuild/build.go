@@ -269,7 +269,6 @@ func (b *built) index() (mutate.Appendable, error) {
 	}
 	var adds []mutate.IndexAddendum
 	for _, p := range b.images {
-		p := p
 		adds = append(adds, mutate.IndexAddendum{Add: p.image, Descriptor: v1.Descriptor{Platform: &p.platform}})
 	}
 	idx := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...)
