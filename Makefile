@@ -4,7 +4,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: all prereqs testbin test test-oldest test-matrix vet fmt-check quickstart cluster bench bench-report
+.PHONY: all prereqs testbin test test-oldest test-matrix vet fmt-check quickstart cluster bench bench-report image
 
 all: test
 
@@ -76,3 +76,23 @@ bench:
 bench-report:
 	@testbin=$$(internal/tools/build.sh); \
 	SPAWNKIT_TESTBIN=$$testbin $(GO) run ./internal/benchreport -json bench-report.json
+
+# The service's OCI image, with no container runtime and no registry: only
+# the Go module proxy (internal/imagebuild says what is in it). Writes
+# build/spawnkit-service/, an OCI layout tagged v<spawner.Version>, and,
+# for one platform, build/spawnkit-service.tar, a docker-archive tagged
+# $(IMAGE_REPO):v<version>; deploy/README.md, "The image", says how to push
+# them. IMAGE_PLATFORMS=linux/amd64,linux/arm64 makes an image index (no
+# tarball then). Reproducible: the same commit and Go toolchain give the
+# same digest; SOURCE_DATE_EPOCH (default: the commit's time) stamps every
+# timestamp, and the revision label is the commit (with -dirty when
+# tracked files differ from it).
+IMAGE_PLATFORMS ?= linux/amd64
+IMAGE_REPO ?= ghcr.io/spawnkit/spawnkit-service
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_REVISION ?= $(shell rev=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $$rev || echo $$rev-dirty; })
+comma := ,
+image:
+	@SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./internal/imagebuild \
+		-platforms $(IMAGE_PLATFORMS) -repo $(IMAGE_REPO) -revision "$(IMAGE_REVISION)" \
+		-layout build/spawnkit-service $(if $(findstring $(comma),$(IMAGE_PLATFORMS)),,-tar build/spawnkit-service.tar)
