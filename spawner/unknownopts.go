@@ -7,9 +7,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/spawnkit/spawnkit/internal/keyhint"
 )
 
 // optionsDoc is where every option is listed; errors about an unknown one
@@ -200,67 +201,8 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// closestKey is the known name key most probably meant: the same name in
-// snake_case or without a "c.KubeSpawner." prefix (pasted from Python or
-// written as z2jh's camelCase), else the nearest by edit distance when it
-// is near enough to be a typo (at most a third of the name's length, and
-// at least 1, 2 from 5 characters on), else "".
+// closestKey is the known key that key most probably means, or ""
+// (keyhint.Closest).
 func closestKey(key string, known map[string]bool) string {
-	for _, alt := range []string{strings.TrimPrefix(key, "c.KubeSpawner."), snakeCase(key), strings.ToLower(key), strings.ReplaceAll(key, "-", "_")} {
-		if alt != key && known[alt] {
-			return alt
-		}
-	}
-	limit := max(1, len(key)/3)
-	if len(key) >= 5 {
-		limit = max(limit, 2)
-	}
-	best, bestD := "", limit+1
-	for _, k := range sortedKeys(known) {
-		if d := editDistance(key, k); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	return best
-}
-
-func snakeCase(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		if unicode.IsUpper(r) {
-			if i > 0 {
-				b.WriteByte('_')
-			}
-			r = unicode.ToLower(r)
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-// editDistance is the Damerau-Levenshtein (optimal string alignment)
-// distance: a swapped pair of letters, the commonest typo, counts one.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range rb {
-		d[0][j+1] = j + 1
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
+	return keyhint.Closest(key, sortedKeys(known))
 }

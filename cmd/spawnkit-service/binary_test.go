@@ -472,7 +472,7 @@ func TestBinaryRefusesToStart(t *testing.T) {
 		{"bad config file with -check", []string{"-check", "-config", badConfig}, []string{badConfig, "no_such_option_xyz"}},
 		{"misspelt option", []string{"-check", "-config", misspelt}, []string{misspelt, "line 2", `did you mean "mem_guarantee"?`}},
 		{"z2jh values as the config", []string{"-check", "-config", z2jhValues}, []string{z2jhValues, "line 1", "singleuser", "docs/z2jh.md"}},
-		{"misspelt hub policy key", []string{"-check", "-hub-policy", badPolicy}, []string{badPolicy, "privileged_image"}},
+		{"misspelt hub policy key", []string{"-check", "-hub-policy", badPolicy}, []string{badPolicy, "line 1", `unknown key "privileged_image": did you mean "privileged_images"?`}},
 		{"bad hub policy pattern", []string{"-check", "-hub-policy", badPattern}, []string{badPattern, "privileged_images[0]"}},
 		{"missing hub policy", []string{"-check", "-hub-policy", missing}, []string{missing}},
 		{"missing certificate", []string{"-tls-cert-file", missing, "-tls-key-file", keyFile}, []string{missing}},

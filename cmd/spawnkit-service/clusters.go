@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/spawnkit/spawnkit/internal/keyhint"
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -87,6 +88,7 @@ func loadClusters(f flags, base spawner.Config) ([]clusterSetup, error) {
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&file); err != nil {
+		err = keyhint.Explain(data, err, keyhint.JSONKeys(clustersFile{}, clusterEntry{}))
 		return nil, fmt.Errorf("-clusters %s: %w (want a mapping with a list `clusters` of {name, kubeconfig, context, in_cluster, kube_api_qps, kube_api_burst, kubespawner_override})", f.clusters, err)
 	}
 	if len(file.Clusters) == 0 {

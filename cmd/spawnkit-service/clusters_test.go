@@ -252,7 +252,7 @@ func TestBinaryClustersFileRefused(t *testing.T) {
 	}{
 		{"no clusters", "clusters: []\n", []string{"names no cluster"}},
 		{"null", "null\n", []string{"names no cluster"}},
-		{"misspelt key", "clusters:\n- name: a\n  kubeconfg: x\n", []string{"kubeconfg"}},
+		{"misspelt key", "clusters:\n- name: a\n  kubeconfg: x\n", []string{"kubeconfg", "line 3", `did you mean "kubeconfig"?`}},
 		{"bad name", "clusters:\n- name: Gpu_EU\n  kubeconfig: " + c.Kubeconfig + "\n", []string{`"Gpu_EU"`, "DNS-1123"}},
 		{"empty name", "clusters:\n- kubeconfig: " + c.Kubeconfig + "\n", []string{"cluster 1", "DNS-1123"}},
 		{"twice", "clusters:\n- name: a\n  kubeconfig: " + c.Kubeconfig + "\n- name: a\n  kubeconfig: " + c.Kubeconfig + "\n", []string{"cluster 2", "twice"}},

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/spawnkit/spawnkit/internal/keyhint"
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -141,7 +142,7 @@ func loadHubPolicy(file string) (service.HubPolicy, error) {
 		return p, fmt.Errorf("reading the hub policy: %w", err)
 	}
 	if err := yaml.UnmarshalStrict(data, &p); err != nil {
-		return p, fmt.Errorf("hub policy %s: %w", file, err)
+		return p, fmt.Errorf("hub policy %s: %w", file, keyhint.Explain(data, err, keyhint.JSONKeys(p)))
 	}
 	if err := p.Check(); err != nil {
 		return p, fmt.Errorf("hub policy %s: %w", file, err)
