@@ -29,13 +29,18 @@ type ProbeOptions struct {
 	// younger than PingTimeout, so that probes (which need no token)
 	// cannot be used to flood the API server. Default: 5 s.
 	PingTimeout time.Duration
-	// Namespaces reports, bounded by its ctx, whether the namespaces
-	// new servers start in exist (cmd/spawnkit-service asks with a
-	// dry-run create in each: a missing namespace would fail every
-	// start there, while the pod informer of that namespace syncs,
-	// empty, as if all were well). Its answer is reused for
-	// NamespacesEvery. Nil: not checked.
-	Namespaces func(ctx context.Context) error
+	// Namespaces reports, bounded by its ctx, whether the namespaces new
+	// servers start in exist (cmd/spawnkit-service asks with a dry-run
+	// create in each: a missing namespace would fail every start there,
+	// while the pod informer of that namespace syncs, empty, as if all
+	// were well). failed makes /readyz fail (the configured namespace is
+	// missing: no start can succeed); degraded is printed as
+	// "[!]namespaces degraded" and the replica stays ready (a profile's
+	// namespace, another cluster's: the rest works). An error wrapping
+	// ErrNotChecked (the API server did not say) is shown as degraded
+	// and not reused. Other answers are reused for NamespacesEvery, a
+	// failure for PingTimeout. Nil: not checked.
+	Namespaces func(ctx context.Context) (failed, degraded error)
 	// NamespacesEvery is how long a success of Namespaces is reused (a
 	// failure, PingTimeout). Default: 30 s.
 	NamespacesEvery time.Duration
@@ -54,9 +59,9 @@ type ProbeOptions struct {
 //	GET /readyz   200 once the Manager has recovered the cluster's servers,
 //	              its pod informer has synced, it leads (with election), and
 //	              the API server answered Ping within PingTimeout, and
-//	              Namespaces finds every namespace servers start in
-//	              ("[-]namespaces failed: ... namespace \"x\" does not
-//	              exist"); else 503.
+//	              Namespaces finds the configured namespace ("[-]namespaces
+//	              failed: namespace \"x\" does not exist ..."; a profile's
+//	              missing namespace is "[!]namespaces degraded"); else 503.
 //	              With several clusters, one line per cluster
 //	              ("cluster/<name>"): 200 while one of them serves, the
 //	              others printed "[!]cluster/<name> degraded: why" (their
@@ -94,10 +99,15 @@ type probes struct {
 	pinged  time.Time
 	pingErr error
 	// nsMu guards the last namespace check's outcome likewise.
-	nsMu      sync.Mutex
-	nsChecked time.Time
-	nsErr     error
+	nsMu                 sync.Mutex
+	nsChecked            time.Time
+	nsFailed, nsDegraded error
 }
+
+// ErrNotChecked marks a ProbeOptions.Namespaces answer that says nothing
+// about the namespaces (the API server did not answer in time): shown,
+// never reused.
+var ErrNotChecked = errors.New("not checked")
 
 type check struct {
 	name string
@@ -135,33 +145,51 @@ func (p *probes) readyz(w http.ResponseWriter, r *http.Request) {
 		}
 		checks = append(checks, c)
 	}
+	// The namespace check runs beside the ping, so that the two fit in
+	// one PingTimeout (a probe's own timeout is little more).
+	var ns check
+	var wg sync.WaitGroup
+	if p.opts.Namespaces != nil && h.Running {
+		wg.Go(func() { ns = p.namespaces(r.Context()) })
+	}
 	if p.opts.Ping != nil && len(h.Clusters) <= 1 {
 		checks = append(checks, check{name: "apiserver", err: p.ping(r.Context())})
 	}
-	if p.opts.Namespaces != nil && h.Running {
-		checks = append(checks, check{name: "namespaces", err: p.namespaces(r.Context())})
+	wg.Wait()
+	if ns.name != "" {
+		checks = append(checks, ns)
 	}
 	writeChecks(w, http.StatusServiceUnavailable, "readyz", checks)
 }
 
 // namespaces runs Namespaces, or reuses an answer younger than
-// NamespacesEvery; concurrent probes share one call.
-func (p *probes) namespaces(ctx context.Context) error {
+// NamespacesEvery (a failure: PingTimeout); concurrent probes share one
+// call. The call is not cut short by a probe that goes away, so that
+// its answer is one the API server gave.
+func (p *probes) namespaces(ctx context.Context) check {
 	p.nsMu.Lock()
 	defer p.nsMu.Unlock()
-	// A failure is reused only for PingTimeout: a namespace created to
-	// mend it makes the replica ready at the next probes.
 	reuse := p.opts.NamespacesEvery
-	if p.nsErr != nil {
-		reuse = p.opts.PingTimeout
+	if p.nsFailed != nil || p.nsDegraded != nil {
+		reuse = p.opts.PingTimeout // a namespace created to mend it counts at the next probes
 	}
-	if !p.nsChecked.IsZero() && time.Since(p.nsChecked) < reuse {
-		return p.nsErr
+	if p.nsChecked.IsZero() || time.Since(p.nsChecked) >= reuse {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.PingTimeout)
+		defer cancel()
+		failed, degraded := p.opts.Namespaces(ctx)
+		if errors.Is(failed, ErrNotChecked) || errors.Is(degraded, ErrNotChecked) {
+			p.nsChecked = time.Time{}
+			return check{name: "namespaces", err: errors.Join(failed, degraded), degraded: true}
+		}
+		p.nsChecked, p.nsFailed, p.nsDegraded = time.Now(), failed, degraded
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.opts.PingTimeout)
-	defer cancel()
-	p.nsChecked, p.nsErr = time.Now(), p.opts.Namespaces(ctx)
-	return p.nsErr
+	switch {
+	case p.nsFailed != nil:
+		return check{name: "namespaces", err: errors.Join(p.nsFailed, p.nsDegraded)}
+	case p.nsDegraded != nil:
+		return check{name: "namespaces", err: p.nsDegraded, degraded: true}
+	}
+	return check{name: "namespaces"}
 }
 
 // clusterChecks are a Manager's with several clusters: one check per

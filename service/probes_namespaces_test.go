@@ -3,8 +3,10 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,35 +57,54 @@ func TestReadyzNamespaces(t *testing.T) {
 
 	var calls atomic.Int32
 	var mu sync.Mutex
-	answer := errors.New(`namespace "x" does not exist`)
+	failed := errors.New(`namespace "x" does not exist`)
+	var degraded error
 	const retry = 300 * time.Millisecond
-	probes, err := Probes(ProbeOptions{Manager: m, PingTimeout: retry, NamespacesEvery: time.Hour, Namespaces: func(context.Context) error {
+	probes, err := Probes(ProbeOptions{Manager: m, PingTimeout: retry, NamespacesEvery: time.Hour, Namespaces: func(context.Context) (error, error) {
 		calls.Add(1)
 		mu.Lock()
 		defer mu.Unlock()
-		return answer
+		return failed, degraded
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitProbe(t, probes, http.StatusServiceUnavailable, `[-]namespaces failed: namespace "x" does not exist`)
-	before := calls.Load()
-	probe := func() int {
+	set := func(f, d error) {
+		mu.Lock()
+		failed, degraded = f, d
+		mu.Unlock()
+		time.Sleep(retry + 50*time.Millisecond)
+	}
+	probe := func() (int, string) {
 		rec := httptest.NewRecorder()
 		probes.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
-		return rec.Code
+		return rec.Code, rec.Body.String()
 	}
+	waitProbe(t, probes, http.StatusServiceUnavailable, `[-]namespaces failed: namespace "x" does not exist`)
+	before := calls.Load()
 	for range 5 {
 		probe()
 	}
 	if got := calls.Load(); got != before {
 		t.Errorf("5 probes at once asked %d more times, want the failure reused for PingTimeout", got-before)
 	}
-	mu.Lock()
-	answer = nil
-	mu.Unlock()
-	time.Sleep(retry + 50*time.Millisecond)
-	if code := probe(); code != http.StatusOK {
+
+	// A profile's namespace: shown, the replica stays ready.
+	set(nil, errors.New(`namespace "gpu" does not exist`))
+	if code, body := probe(); code != http.StatusOK || !strings.Contains(body, `[!]namespaces degraded: namespace "gpu" does not exist`) {
+		t.Errorf("/readyz with a degraded namespace = %d %q, want 200 naming it", code, body)
+	}
+
+	// No answer in time: shown, asked again at the next probe.
+	set(nil, fmt.Errorf(`namespace "x": %w: context deadline exceeded`, ErrNotChecked))
+	probe()
+	n := calls.Load()
+	if code, body := probe(); code != http.StatusOK || !strings.Contains(body, "[!]namespaces degraded") || calls.Load() != n+1 {
+		t.Errorf("/readyz when not checked = %d %q, %d calls; want 200, degraded, asked every probe", code, body, calls.Load()-n)
+	}
+
+	set(nil, nil)
+	if code, _ := probe(); code != http.StatusOK {
 		t.Errorf("/readyz = %d after the namespaces were mended and PingTimeout passed, want 200", code)
 	}
 	after := calls.Load()

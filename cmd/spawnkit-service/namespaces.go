@@ -13,13 +13,18 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/spawnkit/spawnkit/manager"
+	"github.com/spawnkit/spawnkit/service"
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
-// namespaceCheck is the probes' Namespaces: every namespace a start may
+// namespaceCheck is the probes' Namespaces: the namespaces a start may
 // use (the configured one and each a profile names; not the retired ones,
 // which may rightly be gone, nor any with enable_user_namespaces, where a
-// start creates the user's) exists in each cluster that takes starts.
+// start creates the user's) exist in each cluster that takes starts.
+// failed: the configured namespace is missing (in every cluster, with
+// several), so no start can succeed. degraded: a profile's namespace, or
+// another cluster's configured one, is missing: the rest works, and the
+// replica stays ready, as with a cluster that is away.
 //
 // It asks with a dry-run create of a Secret (the API token's), which the
 // service's Role allows (secrets: create) and which persists nothing.
@@ -29,12 +34,13 @@ import (
 // a missing namespace and 403 for one being deleted. Under a namespaced
 // Role, RBAC answers first, 403 for a missing namespace (no binding can be
 // there): a start there would fail the same way, so that is reported too,
-// naming both causes. Any other error (a webhook, an unreachable API
-// server) says nothing about the namespace and is left to the other
-// checks.
-func namespaceCheck(cs []kubeCluster, m *manager.Manager, named bool) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		var errs []error
+// naming both causes. Any other answer (a quota, a webhook's refusal of
+// the probe Secret) says nothing about the namespace and passes; no
+// answer in time is service.ErrNotChecked.
+func namespaceCheck(cs []kubeCluster, m *manager.Manager, named bool) func(ctx context.Context) (failed, degraded error) {
+	return func(ctx context.Context) (failed, degraded error) {
+		var bases, others []error
+		active := 0
 		for _, c := range cs {
 			if c.retired {
 				continue
@@ -46,16 +52,26 @@ func namespaceCheck(cs []kubeCluster, m *manager.Manager, named bool) func(ctx c
 					continue
 				}
 			}
-			for _, ns := range startNamespaces(f) {
-				if err := namespaceExists(ctx, c.client, ns); err != nil {
-					if named {
-						err = fmt.Errorf("cluster %q: %w", c.name, err)
-					}
-					errs = append(errs, err)
+			active++
+			for i, ns := range startNamespaces(f) {
+				err := namespaceExists(ctx, c.client, ns)
+				if err == nil {
+					continue
+				}
+				if named {
+					err = fmt.Errorf("cluster %q: %w", c.name, err)
+				}
+				if i == 0 && !errors.Is(err, service.ErrNotChecked) {
+					bases = append(bases, err) // the configured namespace comes first
+				} else {
+					others = append(others, err)
 				}
 			}
 		}
-		return errors.Join(errs...)
+		if len(bases) > 0 && len(bases) == active {
+			return errors.Join(bases...), errors.Join(others...)
+		}
+		return nil, errors.Join(append(bases, others...)...)
 	}
 }
 
@@ -78,11 +94,14 @@ func namespaceExists(ctx context.Context, client kubernetes.Interface, ns string
 	switch {
 	case err == nil:
 		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("namespace %q: %w: %w", ns, service.ErrNotChecked, err)
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("namespace %q does not exist: create it (kubectl create namespace %s) or change namespace in the configuration; every start there would fail", ns, ns)
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "being terminated"):
 		return fmt.Errorf("namespace %q is being deleted: every start there would fail", ns)
-	case apierrors.IsForbidden(err):
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "cannot create resource"):
+		// RBAC's refusal; a quota's or a webhook's 403 is about the probe.
 		return fmt.Errorf("namespace %q: the service may not create Secrets there, so every start there would fail: the namespace does not exist, or the service's Role is not bound in it (deploy/role.yaml): %w", ns, err)
 	}
 	return nil

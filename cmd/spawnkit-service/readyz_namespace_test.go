@@ -15,10 +15,11 @@ import (
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 )
 
-// TestBinaryReadyzNamesAMissingNamespace: a configured namespace, or one a
-// profile names, that does not exist makes /readyz fail naming each (the
-// pod informers of such namespaces sync, empty, so nothing else would
-// show it), and creating them makes the replica ready.
+// TestBinaryReadyzNamesAMissingNamespace: a configured namespace that does
+// not exist makes /readyz fail naming it, and names a profile's missing
+// namespace too (the pod informers of such namespaces sync, empty, so
+// nothing else would show it); with the configured namespace created the
+// replica is ready, the profile's still named as degraded; with both, ok.
 func TestBinaryReadyzNamesAMissingNamespace(t *testing.T) {
 	c := testcluster.Require(t, cluster)
 	e := newBinEnv(t, c, "ns-token")
@@ -45,7 +46,7 @@ profile_list:
 			t.Errorf("/readyz lacks %q:\n%s", want, body)
 		}
 	}
-	for _, ns := range []string{base, other} {
+	create := func(ns string) {
 		if _, err := c.Client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +54,21 @@ profile_list:
 			_ = c.Client.CoreV1().Namespaces().Delete(context.WithoutCancel(t.Context()), ns, metav1.DeleteOptions{})
 		})
 	}
-	s.waitReady(t)
+	// The configured namespace there, a profile's missing: ready, the
+	// profile's namespace named as degraded (its starts fail, the rest
+	// works).
+	create(base)
+	waitFor(t, "/readyz 200 with the profile's namespace degraded", binTimeout, func() (bool, string) {
+		s.mustRun(t)
+		code, body := s.readyz(t)
+		return code == http.StatusOK && strings.Contains(body, `[!]namespaces degraded: namespace "`+other+`" does not exist`), fmt.Sprintf("%d %q", code, body)
+	})
+	create(other)
+	waitFor(t, "/readyz 200, namespaces ok", binTimeout, func() (bool, string) {
+		s.mustRun(t)
+		code, body := s.readyz(t)
+		return code == http.StatusOK && strings.Contains(body, "[+]namespaces ok"), fmt.Sprintf("%d %q", code, body)
+	})
 	// The dry run left nothing behind.
 	for _, ns := range []string{base, other} {
 		secrets, err := c.Client.CoreV1().Secrets(ns).List(t.Context(), metav1.ListOptions{})
