@@ -16,6 +16,7 @@ verified a permanent error (ServiceTLSError), never retried.
 
 import asyncio
 import json
+import re
 import ssl
 import weakref
 from urllib.parse import urlencode
@@ -67,12 +68,29 @@ def _note_reached(service_url):
 
 def is_service_answer(response):
     """Whether an HTTP answer came from the spawnkit service: it carries
-    SERVICE_HEADER, or (a service from before the header) is a JSON error
-    with a reason."""
+    SERVICE_HEADER, or (a service from before the header) is the
+    service's JSON: an error {"error", "reason"}, a success any JSON.
+    A Kubernetes Status (reason, no error) or JupyterHub's API error
+    ({"status", "message"}) is not."""
     if response.headers.get(SERVICE_HEADER):
         return True
-    _, reason = error_of(response)
-    return bool(reason)
+    body = response.body or b""
+    try:
+        doc = json.loads(body) if body else None
+    except ValueError:
+        return False
+    if response.code >= 400:
+        return isinstance(doc, dict) and "error" in doc and "reason" in doc
+    return doc is not None or not body
+
+
+def _redact(text, token):
+    """text without the token, and without anything after "Bearer ": a
+    foreign server's page may echo the request's headers, and the error
+    quoting it is shown to users."""
+    if token:
+        text = text.replace(token, "<redacted>")
+    return re.sub(r"(?i)(bearer)\s+\S+", r"\1 <redacted>", text)
 
 
 def not_the_service(s, what, code, headers, body):
@@ -83,14 +101,21 @@ def not_the_service(s, what, code, headers, body):
     ctype = headers.get("Content-Type", "")
     server = headers.get("Server", "")
     text = " ".join(body.decode("utf-8", "replace").split())[:200] if body else ""
+    text = _redact(text, s.service_token)
     answered = f"HTTP {code}" + (f" ({ctype})" if ctype else "") + (f", Server: {server}" if server else "")
     if text:
         answered += f": {text!r}"
-    message = (
-        f"{s.service_url} answered {what} with {answered}, and that is not the spawnkit service "
-        f"(its answers carry a {SERVICE_HEADER} header): check c.SpawnkitSpawner.service_url, "
-        f"whose port is the service's -listen port (8765 in deploy/)"
-    )
+    if code == 400 and "HTTP request to an HTTPS server" in text:
+        message = (
+            f"{s.service_url} answered {what} with {answered}: the service serves TLS there; "
+            f"use an https:// service_url (with c.SpawnkitSpawner.service_ca_file for a private CA)"
+        )
+    else:
+        message = (
+            f"{s.service_url} answered {what} with {answered}, and that is not the spawnkit service "
+            f"(its answers carry a {SERVICE_HEADER} header): check c.SpawnkitSpawner.service_url, "
+            f"whose port is the service's -listen port (8765 in deploy/)"
+        )
     if code in (502, 503, 504):
         return ServiceUnavailable(message, reason="NotTheService")
     return NotTheService(message, reason="NotTheService", status=code)
@@ -230,7 +255,9 @@ class ServiceAPI:
                 await asyncio.sleep(delay)
                 delay = self.next_delay(delay)
 
-    async def request_once(self, method, path, body, query, not_found_ok):
+    async def request_once(self, method, path, body, query, not_found_ok, connect_timeout=None):
+        """One request; connect_timeout, when given, bounds the connection
+        below service_connect_timeout."""
         headers = {}
         payload = None
         if body is not None:
@@ -245,7 +272,11 @@ class ServiceAPI:
             headers=self.headers(headers),
             body=payload,
             # Also bounds the wait for a free connection (tornado's queue).
-            connect_timeout=min(self.s.service_connect_timeout, self.s.service_request_timeout),
+            connect_timeout=min(
+                self.s.service_connect_timeout,
+                self.s.service_request_timeout,
+                connect_timeout if connect_timeout is not None else float("inf"),
+            ),
             request_timeout=self.s.service_request_timeout,
             follow_redirects=False,
             **_tls.request_options(tls, curl),
@@ -293,8 +324,12 @@ class ServiceAPI:
                 f"spawnkit service at {self.s.service_url} unreachable ({method} {path}): {e}",
                 reason="ServiceUnavailable",
             ) from e
-        if resp.headers.get(SERVICE_HEADER):
-            _note_reached(self.s.service_url)
+        # A service from before the header serves the options form as
+        # HTML without it.
+        old_form = path.endswith("/options-form") and resp.headers.get("Content-Type", "").startswith("text/html")
+        if not old_form and not is_service_answer(resp):
+            raise not_the_service(self.s, what, resp.code, resp.headers, resp.body)
+        _note_reached(self.s.service_url)
         if not resp.body:
             return None
         ctype = resp.headers.get("Content-Type", "")

@@ -611,7 +611,13 @@ class SpawnkitSpawner(KubeSpawner):
         delay = self.service_retry_interval
         while True:
             self._check_cancelled()
-            request = asyncio.ensure_future(self._api.request_once("POST", path, body, None, False))
+            # Until the service has answered once, no attempt outlasts the
+            # first-contact bound (an address that drops packets would
+            # otherwise hold one for service_connect_timeout).
+            connect_timeout = None
+            if not reached(self.service_url):
+                connect_timeout = max(first_contact_deadline - time.monotonic(), 0.5)
+            request = asyncio.ensure_future(self._api.request_once("POST", path, body, None, False, connect_timeout))
             request.add_done_callback(_retrieve)
             self._start_request = request
             try:

@@ -6,16 +6,19 @@ one that nothing answers fails a first start in seconds
 
 import asyncio
 import socket
+import types
+import unittest
 
 from tornado import web
 from tornado.httpserver import HTTPServer
 
-from spawnkit_jupyterhub import NotTheService, ServiceUnavailable, SpawnkitError
+from spawnkit_jupyterhub import NotTheService, ServiceUnavailable, SpawnkitError, _api
 from tests.fakeservice import ServiceTestCase, free_port, make_spawner
 
 
 class _Other(web.RequestHandler):
-    """Another HTTP server: Go's default 404, or a proxy's 502 page."""
+    """Another HTTP server: Go's default 404, or a proxy's 502 page; a body
+    with {auth} in it echoes the request's Authorization header."""
 
     def initialize(self, code, ctype, body):
         self.code, self.ctype, self.body = code, ctype, body
@@ -24,7 +27,7 @@ class _Other(web.RequestHandler):
         self.set_status(self.code)
         self.set_header("Content-Type", self.ctype)
         self.set_header("Server", "other/1.0")
-        self.finish(self.body)
+        self.finish(self.body.replace("{auth}", self.request.headers.get("Authorization", "")))
 
     get = post = put = delete = _answer
 
@@ -77,6 +80,54 @@ class NotTheServiceTest(ServiceTestCase):
         self.assertNotIsInstance(caught.exception, NotTheService)
         self.assertIn("HTTP 502", str(caught.exception))
         self.assertIn("502 Bad Gateway", str(caught.exception))
+
+
+    async def test_a_catch_all_200_is_not_the_service(self):
+        server, url = serve_other(200, "text/html", "<html>welcome</html>")
+        self.addCleanup(server.stop)
+        with self.assertRaises(NotTheService) as caught:
+            await asyncio.wait_for(make_spawner(url, start_timeout=300).start(), 10)
+        self.assertIn("HTTP 200", str(caught.exception))
+
+    async def test_an_echoed_token_is_redacted(self):
+        server, url = serve_other(404, "text/plain", "no route; you sent Authorization: {auth}")
+        self.addCleanup(server.stop)
+        spawner = make_spawner(url, start_timeout=300, service_token="tok-very-secret")
+        with self.assertRaises(NotTheService) as caught:
+            await asyncio.wait_for(spawner.start(), 10)
+        self.assertNotIn("tok-very-secret", str(caught.exception))
+        self.assertIn("<redacted>", str(caught.exception))
+
+    async def test_http_to_the_tls_port_says_https(self):
+        # Go's answer to plain HTTP on a TLS listener.
+        server, url = serve_other(400, "text/plain; charset=utf-8", "Client sent an HTTP request to an HTTPS server.\n")
+        self.addCleanup(server.stop)
+        with self.assertRaises(NotTheService) as caught:
+            await asyncio.wait_for(make_spawner(url, start_timeout=300).start(), 10)
+        self.assertIn("use an https:// service_url", str(caught.exception))
+        self.assertIn("service_ca_file", str(caught.exception))
+
+
+class IsServiceAnswerTest(unittest.TestCase):
+    def answer(self, code, body, headers=None):
+        return types.SimpleNamespace(code=code, body=body.encode(), headers=headers or {})
+
+    def test_what_counts_as_the_service(self):
+        cases = [
+            (self.answer(404, "404 page not found", {"Spawnkit-Service": "0.2.0"}), True),
+            # A service from before the header: its JSON.
+            (self.answer(404, '{"error": "no such server", "reason": "NotFound"}'), True),
+            (self.answer(200, '{"phase": "running"}'), True),
+            (self.answer(204, ""), True),
+            # Others.
+            (self.answer(404, '{"kind": "Status", "reason": "NotFound", "message": "the server could not find"}'), False),
+            (self.answer(404, '{"status": 404, "message": "Not Found"}'), False),
+            (self.answer(404, "404 page not found"), False),
+            (self.answer(200, "<html>welcome</html>"), False),
+        ]
+        for resp, want in cases:
+            with self.subTest(body=resp.body):
+                self.assertEqual(_api.is_service_answer(resp), want)
 
 
 class FirstContactTest(ServiceTestCase):
