@@ -31,7 +31,7 @@ import (
 // and the next leader resumes them. Stops and deletions in flight may
 // finish first (see LeaderElection); only then is the Lease released.
 // Start returns after every goroutine it started has ended.
-func (m *Manager) Start(ctx context.Context) error {
+func (m *Manager) Start(ctx context.Context) (err error) {
 	log := logr.FromContextOrDiscard(ctx).WithName("manager")
 	m.mu.Lock()
 	if m.started {
@@ -42,6 +42,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Unlock()
 	// Last of Start's deferred calls: WaitLeading then sees running unset.
 	defer close(m.stopped)
+	// Before stopped closes: a WaitReady or WaitLeading that saw Start
+	// fail reports why (a hub's errgroup may see its error first).
+	defer func() {
+		m.mu.Lock()
+		m.startErr = err
+		m.mu.Unlock()
+	}()
 	// Once per cluster, before any watch: a server older than spawnkit
 	// supports is refused with its version rather than misbehaving
 	// later.
@@ -83,7 +90,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	m.log = log
-	m.running = true
+	m.running, m.ran = true, true
 	m.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[serverKey](),
 		workqueue.TypedRateLimitingQueueConfig[serverKey]{Name: "spawnkit-manager"})
 	m.mu.Unlock()

@@ -53,7 +53,7 @@ func Example() {
 	g.Go(func() error {
 		defer stop() // the hub is done: shut the Manager down
 		if err := m.WaitLeading(ctx); err != nil {
-			return err // ctx ended, or Start failed (g.Wait returns its error)
+			return err // ctx ended, or Start failed (the error then wraps Start's)
 		}
 		go func() {
 			for st := range m.Watch(ctx) {

@@ -78,6 +78,10 @@ func TestStartWithAnUnusableLease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// A hub waits for the Lease while Start fails: it learns why,
+			// whichever of the two returns first.
+			waited := make(chan error, 1)
+			go func() { waited <- m.WaitLeading(ctx) }()
 			done := make(chan error, 1)
 			go func() { done <- m.Start(ctx) }()
 			select {
@@ -96,8 +100,15 @@ func TestStartWithAnUnusableLease(t *testing.T) {
 			if _, _, err := m.Spawn(ctx, naming.Server{Username: "x"}, SpawnOptions{}); !errors.Is(err, ErrNotRunning) {
 				t.Errorf("Spawn after Start failed = %v; want ErrNotRunning", err)
 			}
-			if err := m.WaitLeading(ctx); !errors.Is(err, ErrNotRunning) {
-				t.Errorf("WaitLeading after Start failed = %v; want ErrNotRunning", err)
+			for when, err := range map[string]error{"during": <-waited, "after": m.WaitLeading(ctx)} {
+				if !errors.Is(err, ErrNotRunning) {
+					t.Errorf("WaitLeading %s Start's failure = %v; want ErrNotRunning", when, err)
+				}
+				for _, w := range tc.wantText {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Errorf("WaitLeading %s Start's failure = %v; want Start's error, naming %s", when, err, w)
+					}
+				}
 			}
 		})
 	}

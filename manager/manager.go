@@ -159,6 +159,10 @@ type Manager struct {
 	started bool
 	// running is true from Start's set-up to its shutdown.
 	running bool
+	// ran is set once Start has begun running (with running); startErr
+	// is Start's error once it returned. Guarded by mu.
+	ran      bool
+	startErr error
 	// leading is true while this replica runs servers: during a term of
 	// its lease, or from recovery to shutdown without LeaderElection.
 	// Operations begin only while it is set.
@@ -351,7 +355,8 @@ func (m *Manager) ClusterFactory(name string) (*spawner.Factory, bool) {
 // WaitReady waits, bounded by ctx, until Start has recovered the
 // cluster's servers: from then on Status, List and Watch report them. It
 // is ErrNotRunning if ctx ends first or the Manager is not running (Start
-// failed or returned). Every other call waits for this itself; a hub
+// failed or returned; when Start failed before it ran, wrapping Start's
+// error). Every other call waits for this itself; a hub
 // calls it to hold its own readiness back.
 func (m *Manager) WaitReady(ctx context.Context) error { return m.waitReady(ctx) }
 
@@ -368,8 +373,10 @@ func (m *Manager) WaitReady(ctx context.Context) error { return m.waitReady(ctx)
 //
 // It returns ErrNotLeader (with ctx's cause) when ctx ends before this
 // replica leads, and ErrNotRunning when the Manager is not running or
-// stops while it waits (Start failed or returned; Start's error says
-// why, a Lease this identity may not use included). Leading can end at
+// stops while it waits (Start failed or returned). When Start failed
+// before it ran (a cluster too old, a Lease this identity may not use),
+// the error wraps Start's too, so a hub that waits in an errgroup beside
+// Start reports why whichever returns first. Leading can end at
 // any time after it returns (the lease is lost): the calls then return
 // ErrNotLeader.
 func (m *Manager) WaitLeading(ctx context.Context) error {
@@ -412,11 +419,27 @@ func (m *Manager) waitReady(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ErrNotRunning, context.Cause(ctx))
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.running {
-		return ErrNotRunning
+	running, ran := m.running, m.ran
+	m.mu.Unlock()
+	if running {
+		return nil
 	}
-	return nil
+	if !ran {
+		// Start failed before it ran (ready is closed on its way out):
+		// its error is moments away.
+		select {
+		case <-m.stopped:
+		case <-ctx.Done():
+			return ErrNotRunning
+		}
+		m.mu.Lock()
+		err := m.startErr
+		m.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("%w: Start failed: %w", ErrNotRunning, err)
+		}
+	}
+	return ErrNotRunning
 }
 
 // waitLeading is waitReady for calls that change servers: they also
