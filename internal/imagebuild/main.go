@@ -18,7 +18,7 @@
 // The config: entrypoint ["/spawnkit-service"], user 65532:65532 (the
 // Deployment's runAsUser and runAsGroup), SSL_CERT_FILE naming the bundle,
 // and the org.opencontainers.image labels (source, version, revision,
-// licenses, created, title), which are also the manifest's annotations.
+// licenses, created, title, url), which are also the manifest's annotations.
 // There is no shell and no package manager.
 //
 // Reproducible: the same source, go.sum, Go toolchain, -revision and

@@ -20,6 +20,15 @@ set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
 py=/usr/bin/python3
+
+# Node.js first: without NodeSource's, apt-get install jupyterhub would
+# pull Debian's older nodejs in as a dependency of its proxy.
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if ((node_major < 20)) || ! command -v npm >/dev/null; then
+	echo "prereqs: the JupyterHub tests need Node.js 20 or later with npm (found: node ${node_major/#0/none}, npm $(command -v npm || echo none)); install NodeSource's nodejs package (not Debian's npm, which conflicts with it), or run only the Go packages: SPAWNKIT_PREREQS=skip make test" >&2
+	exit 1
+fi
+
 need=()
 command -v make >/dev/null || need+=(make)
 # Debian's JupyterHub (3.x) with its python3; the JupyterHub tests drive it.
@@ -66,17 +75,14 @@ fi
 # npm packages, each under its own prefix in spawnkit's cache (where
 # examples/jupyterhub/harness_test.go looks): configurable-http-proxy for
 # JupyterHub, playwright-core to drive Chromium (it downloads no browser).
-node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
-if ((node_major < 20)) || ! command -v npm >/dev/null; then
-	echo "prereqs: the JupyterHub tests need Node.js 20 or later with npm (found: node ${node_major/#0/none}, npm $(command -v npm || echo none)); install NodeSource's nodejs package (not Debian's npm, which conflicts with it), or run only the Go packages: SPAWNKIT_PREREQS=skip make test" >&2
-	exit 1
-fi
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/spawnkit"
-npm_install() { # prefix package@version file-to-check
+npm_install() { # prefix package@version file-to-check (under node_modules)
 	if [[ ! -e "$cache/$1/node_modules/$3" ]]; then
 		echo "prereqs: npm install --prefix $cache/$1 $2" >&2
 		npm install --prefix "$cache/$1" --no-audit --no-fund --loglevel=error "$2" >/dev/null
 	fi
 }
-npm_install chp configurable-http-proxy@5.3 configurable-http-proxy/bin/configurable-http-proxy
-npm_install playwright playwright-core@1.65 playwright-core/package.json
+# npm writes node_modules/.package-lock.json last: an install cut short
+# is done again.
+npm_install chp configurable-http-proxy@5.3 .package-lock.json
+npm_install playwright playwright-core@1.65 .package-lock.json
