@@ -110,6 +110,21 @@ func (w *keyWalker) mapping(n *yaml.Node, path string, known map[string]bool, ch
 	}
 }
 
+// eachValue checks each value of the mapping n (profile options by name,
+// choices by name) as a mapping of known keys.
+func (w *keyWalker) eachValue(n *yaml.Node, path string, known map[string]bool, child func(key, path string, v *yaml.Node)) {
+	if n.Kind != yaml.MappingNode {
+		return
+	}
+	entries, err := (&converter{budget: maxAliasNodes + countNodes(n)}).entries(n, 0)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		w.mapping(resolve(e.value), path+"."+e.key, known, child)
+	}
+}
+
 func (w *keyWalker) topLevel(key, path string, v *yaml.Node) {
 	if key != "profile_list" || v.Kind != yaml.SequenceNode {
 		return
@@ -124,32 +139,14 @@ func (w *keyWalker) profile(key, path string, v *yaml.Node) {
 	case "kubespawner_override":
 		w.mapping(v, path, optionKeys, nil)
 	case "profile_options":
-		if v.Kind != yaml.MappingNode {
-			return
-		}
-		entries, err := (&converter{budget: maxAliasNodes + countNodes(v)}).entries(v, 0)
-		if err != nil {
-			return
-		}
-		for _, e := range entries {
-			w.mapping(resolve(e.value), path+"."+e.key, optionKeysOf, w.profileOption)
-		}
+		w.eachValue(v, path, optionKeysOf, w.profileOption)
 	}
 }
 
 func (w *keyWalker) profileOption(key, path string, v *yaml.Node) {
 	switch key {
 	case "choices":
-		if v.Kind != yaml.MappingNode {
-			return
-		}
-		entries, err := (&converter{budget: maxAliasNodes + countNodes(v)}).entries(v, 0)
-		if err != nil {
-			return
-		}
-		for _, e := range entries {
-			w.mapping(resolve(e.value), path+"."+e.key, choiceJSONKeys, w.override)
-		}
+		w.eachValue(v, path, choiceJSONKeys, w.override)
 	case "unlisted_choice":
 		w.mapping(v, path, unlistedKeys, w.override)
 	}
