@@ -4,7 +4,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: all prereqs testbin test test-oldest test-matrix vet fmt-check quickstart cluster bench bench-report image
+.PHONY: shape all prereqs testbin test test-oldest test-matrix vet fmt-check quickstart cluster bench bench-report image
 
 all: test
 
@@ -96,3 +96,8 @@ image:
 	@SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./internal/imagebuild \
 		-platforms $(IMAGE_PLATFORMS) -repo $(IMAGE_REPO) -revision "$(IMAGE_REVISION)" \
 		-layout build/spawnkit-service $(if $(findstring $(comma),$(IMAGE_PLATFORMS)),,-tar build/spawnkit-service.tar)
+
+# Lines per package, exported identifiers, files and functions over the
+# limits, sleeps in tests: the codebase's shape (docs/shape.md).
+shape:
+	@$(GO) run ./internal/shape
