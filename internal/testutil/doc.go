@@ -1,0 +1,10 @@
+// Package testutil is the one set of waiting helpers every package's tests
+// use. It is test-only: nothing outside _test.go files imports it.
+//
+// Waits are positive: a helper returns as soon as its condition holds and
+// fails the test, naming what it waited for and what it last saw, when the
+// deadline passes or the test's context ends. A test that must show that
+// something did not happen waits for a later signal that proves it (an
+// event, a counter, a watch), and only where no signal exists sleeps, with
+// a comment saying why.
+package testutil
