@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -194,17 +195,17 @@ func TestAttack42RemoveEarlierAcrossAnAPIServerOutage(t *testing.T) {
 	}
 	restarted = true
 	var got Status
-	eventually(t, 120*time.Second, "alice running or failed after the outage", func() bool {
+	testutil.Eventually(t, 120*time.Second, "alice running or failed after the outage", testutil.True(func() bool {
 		got, _ = m2.Status(alice)
 		return got.Phase == PhaseRunning || got.Phase == PhaseFailed
-	})
+	}))
 	if got.Phase != PhaseRunning || got.State.PodName != "jupyter-o42-alice" {
 		t.Fatalf("alice's start across the outage: %s at %q (%s: %s); want running under today's name", got.Phase, got.State.PodName, got.Reason, got.Message)
 	}
-	eventually(t, 30*time.Second, "alice's earlier pod gone", func() bool {
+	testutil.Eventually(t, 30*time.Second, "alice's earlier pod gone", testutil.True(func() bool {
 		p := serverPods(t, cluster.Client, hub, alice.Username)
 		return len(p) == 1 && p[0].Name == "jupyter-o42-alice"
-	})
+	}))
 }
 
 // TestAttack42SeedDuringStopAndDeleteForever: a hub's state arriving
@@ -284,10 +285,10 @@ func TestAttack42SeedDuringStopAndDeleteForever(t *testing.T) {
 	holdClaim(true)
 	deleted := make(chan error, 1)
 	go func() { deleted <- m.DeleteForever(ctx, alice) }()
-	eventually(t, 20*time.Second, "alice's claim terminating", func() bool {
+	testutil.Eventually(t, 20*time.Second, "alice's claim terminating", testutil.True(func() bool {
 		c, err := claims.Get(ctx, was.State.PVCName, metav1.GetOptions{})
 		return err == nil && c.DeletionTimestamp != nil
-	})
+	}))
 	if _, err := m.Seed(ctx, Seed{Server: alice, State: hostile}); err != nil && !errors.Is(err, ErrStateRefused) && !errors.Is(err, ErrNotFound) {
 		t.Errorf("Seed during DeleteForever: %v", err)
 	}
@@ -525,10 +526,10 @@ func TestAttack42TemplateChangeReusesAnotherUsersOldName(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got Status
-	eventually(t, 120*time.Second, "alice running or failed after the outage", func() bool {
+	testutil.Eventually(t, 120*time.Second, "alice running or failed after the outage", testutil.True(func() bool {
 		got, _ = m2.Status(alice)
 		return got.Phase == PhaseRunning || got.Phase == PhaseFailed
-	})
+	}))
 	if got.Phase != PhaseRunning {
 		t.Errorf("alice's start after the change: %s (%s: %s); want running under today's name", got.Phase, got.Reason, got.Message)
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/spawner"
 )
@@ -153,10 +154,10 @@ func clusterHealthNamed(m *Manager, name string) (ClusterHealth, bool) {
 // waitClusterUp until it is available with healthy informers.
 func waitClusterDown(t *testing.T, m *Manager, name string, d time.Duration) {
 	t.Helper()
-	eventually(t, d, "cluster "+name+" unavailable", func() bool {
+	testutil.Eventually(t, d, "cluster "+name+" unavailable", testutil.True(func() bool {
 		h, ok := clusterHealthNamed(m, name)
 		return ok && h.Unavailable
-	})
+	}))
 }
 
 func waitClusterUp(t *testing.T, m *Manager, name string, d time.Duration) {
@@ -290,10 +291,10 @@ func TestAttackSpawnWhilePodInOtherCluster(t *testing.T) {
 		if pa := serverPods(t, cluster.Client, tc.ns, "alice"); len(pa) != 0 {
 			t.Errorf("alice has %d pod(s) in a besides hers in b", len(pa))
 		}
-		eventually(t, 30*time.Second, "alice adopted, running in b", func() bool {
+		testutil.Eventually(t, 30*time.Second, "alice adopted, running in b", testutil.True(func() bool {
 			st, _ := m.Status(alice)
 			return st.Phase == PhaseRunning && st.Cluster == "b"
-		})
+		}))
 	})
 
 	// carol's start waits for the one start slot (slowpoke holds it, its
@@ -314,14 +315,14 @@ func TestAttackSpawnWhilePodInOtherCluster(t *testing.T) {
 		}
 		startBehindBack(t, tc, carol)
 		key := serverKey{"carol", ""}
-		eventually(t, 30*time.Second, "the Manager sees carol's pod in b", func() bool {
+		testutil.Eventually(t, 30*time.Second, "the Manager sees carol's pod in b", testutil.True(func() bool {
 			for c := range m.claims.of(key) {
 				if c.name == "b" {
 					return true
 				}
 			}
 			return false
-		})
+		}))
 		r0 := m.reconciles.Load()
 		time.Sleep(2 * time.Second)
 		if n := m.reconciles.Load() - r0; n > 200 {
@@ -452,7 +453,7 @@ func TestAttackDeleteForeverClusterDown(t *testing.T) {
 		t.Fatalf("DeleteForever with both clusters up: %v", err)
 	}
 	for name, c := range map[string]kubernetes.Interface{"a": cluster.Client, "b": tc.b.Client} {
-		eventually(t, 30*time.Second, "bob's claim gone in "+name, func() bool { return claimUID(t, c, tc.ns, claim) == "" })
+		testutil.Eventually(t, 30*time.Second, "bob's claim gone in "+name, testutil.True(func() bool { return claimUID(t, c, tc.ns, claim) == "" }))
 	}
 	if _, err := m.Status(bob); !errors.Is(err, ErrNotFound) {
 		t.Errorf("bob after DeleteForever: %v; want ErrNotFound", err)
@@ -485,13 +486,13 @@ func TestAttackKilledMidMove(t *testing.T) {
 
 	m2, _ := runManager(t, tc.options())
 	var got Status
-	eventually(t, 60*time.Second, "bob running in a under the new Manager", func() bool {
+	testutil.Eventually(t, 60*time.Second, "bob running in a under the new Manager", testutil.True(func() bool {
 		got, _ = m2.Status(bob)
 		if got.Reason == ReasonSplitBrain {
 			t.Fatalf("bob reported in two clusters: %s", got.Message)
 		}
 		return got.Phase == PhaseRunning && got.Cluster == "a"
-	})
+	}))
 	if got.State.Cluster != "a" {
 		t.Errorf("bob's State.Cluster %q, want a", got.State.Cluster)
 	}
@@ -677,10 +678,10 @@ func TestAttackOutageDuringSpawn(t *testing.T) {
 			t.Fatalf("%s (%s): Spawn = %+v, started %v, %v; want a start in b", round.user, round.description, st, started, err)
 		}
 		waitClusterDown(t, m, "b", 30*time.Second)
-		eventually(t, 10*time.Second, round.user+" unknown", func() bool {
+		testutil.Eventually(t, 10*time.Second, round.user+" unknown", testutil.True(func() bool {
 			st, _ := m.Status(s)
 			return st.Phase == PhaseUnknown && st.Reason == ReasonClusterUnavailable
-		})
+		}))
 		began := time.Now()
 		_, err = m.Stop(ctx, s, spawner.StopOptions{})
 		if took := time.Since(began); !errors.Is(err, ErrClusterUnavailable) || took > 5*time.Second {
@@ -903,17 +904,17 @@ func TestAttackRestartWithClusterDown(t *testing.T) {
 	if err != nil || !started || st.Cluster != "a" {
 		t.Fatalf("Spawn of carol (not seeded, her pod in unseen b): %s in %q, started %v, %v; want a start in a", st.Phase, st.Cluster, started, err)
 	}
-	eventually(t, 60*time.Second, "carol running in a", func() bool {
+	testutil.Eventually(t, 60*time.Second, "carol running in a", testutil.True(func() bool {
 		st, _ := m.Status(carol)
 		return st.Phase == PhaseRunning && st.Cluster == "a"
-	})
+	}))
 	beforeA := uids(t, cluster.Client, tc.ns)
 
 	api.start()
-	eventually(t, 60*time.Second, "carol a split brain once b is back", func() bool {
+	testutil.Eventually(t, 60*time.Second, "carol a split brain once b is back", testutil.True(func() bool {
 		st, _ := m.Status(carol)
 		return st.Phase == PhaseUnknown && st.Reason == ReasonSplitBrain
-	})
+	}))
 	if st, _ := m.Status(carol); !strings.Contains(st.Message, `cluster "a"`) || !strings.Contains(st.Message, `cluster "b"`) {
 		t.Errorf("carol's split brain: %q; want both clusters named", st.Message)
 	}
@@ -964,7 +965,7 @@ func TestAttackSlotsPerCluster(t *testing.T) {
 	if _, started, err := m.Spawn(ctx, stuck, spawnWith("slow-b")); err != nil || !started {
 		t.Fatalf("Spawn stuck (slow-b): started %v, %v", started, err)
 	}
-	eventually(t, 30*time.Second, "stuck's pod in b", func() bool { return len(serverPods(t, tc.b.Client, tc.ns, "stuck")) == 1 })
+	testutil.Eventually(t, 30*time.Second, "stuck's pod in b", testutil.True(func() bool { return len(serverPods(t, tc.b.Client, tc.ns, "stuck")) == 1 }))
 
 	// a's slot is free: alice starts at once, not queued behind stuck.
 	began := time.Now()
@@ -983,22 +984,22 @@ func TestAttackSlotsPerCluster(t *testing.T) {
 	if _, started, err := m.Spawn(ctx, bob, spawnWith("gpu")); err != nil || !started {
 		t.Fatalf("Spawn bob (gpu): started %v, %v", started, err)
 	}
-	eventually(t, 30*time.Second, "bob queued for b's slot", func() bool {
+	testutil.Eventually(t, 30*time.Second, "bob queued for b's slot", testutil.True(func() bool {
 		for _, msg := range progressSoFar(t, m, bob) {
 			if strings.Contains(msg, `Waiting for a start slot in cluster "b"`) && strings.Contains(msg, "position 1") {
 				return true
 			}
 		}
 		return false
-	})
+	}))
 	if n := len(serverPods(t, tc.b.Client, tc.ns, "bob")); n != 0 {
 		t.Errorf("bob has %d pods while b's only slot is held", n)
 	}
 	stopServer(t, m, stuck)
-	eventually(t, 60*time.Second, "bob running in b once the slot is free", func() bool {
+	testutil.Eventually(t, 60*time.Second, "bob running in b once the slot is free", testutil.True(func() bool {
 		st, _ := m.Status(bob)
 		return st.Phase == PhaseRunning && st.Cluster == "b"
-	})
+	}))
 }
 
 // progressSoFar are the messages of s's current (or last) operation
@@ -1038,10 +1039,10 @@ func TestAttackClusterTooOld(t *testing.T) {
 	opts = tc.options()
 	opts.Clusters[1].Client = versionServer(t, tc.b, 1, "v1.31.9")
 	m, _ = runManager(t, opts)
-	eventually(t, 10*time.Second, "b refused as too old", func() bool {
+	testutil.Eventually(t, 10*time.Second, "b refused as too old", testutil.True(func() bool {
 		h, _ := clusterHealthNamed(m, "b")
 		return h.Refused != nil
-	})
+	}))
 	time.Sleep(time.Second) // checked again and again: it stays refused
 	h, _ := clusterHealthNamed(m, "b")
 	if !h.Unavailable || !errors.Is(h.Refused, spawner.ErrServerTooOld) || !errors.Is(h.Err(), spawner.ErrServerTooOld) {

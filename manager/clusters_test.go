@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -117,10 +118,10 @@ func spawnReady(t *testing.T, m *Manager, s naming.Server, profile string) Statu
 		t.Fatalf("Spawn %s (%s): %v", s.Username, profile, err)
 	}
 	var st Status
-	eventually(t, 60*time.Second, s.Username+" running", func() bool {
+	testutil.Eventually(t, 60*time.Second, s.Username+" running", testutil.True(func() bool {
 		st, _ = m.Status(s)
 		return st.Phase == PhaseRunning
-	})
+	}))
 	return st
 }
 
@@ -233,10 +234,10 @@ func TestSeveralClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]kubernetes.Interface{"a": cluster.Client, "b": tc.b.Client} {
-		eventually(t, 30*time.Second, "bob's claim gone in "+name, func() bool {
+		testutil.Eventually(t, 30*time.Second, "bob's claim gone in "+name, testutil.True(func() bool {
 			_, err := c.CoreV1().PersistentVolumeClaims(tc.ns).Get(ctx, claimB, metav1.GetOptions{})
 			return err != nil
-		})
+		}))
 	}
 
 	// Two hub requests for one server at once, placed in different
@@ -322,10 +323,10 @@ func TestSeveralClusters(t *testing.T) {
 	if err := cluster.Client.CoreV1().Pods(tc.ns).Delete(ctx, st.State.PodName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "carol running in b", func() bool {
+	testutil.Eventually(t, 30*time.Second, "carol running in b", testutil.True(func() bool {
 		st, _ = m3.Status(carol)
 		return st.Phase == PhaseRunning && st.Cluster == "b"
-	})
+	}))
 	if _, err := m3.Stop(ctx, carol, spawner.StopOptions{}); err != nil {
 		t.Errorf("Stop of carol once one copy is left: %v", err)
 	}
@@ -383,14 +384,14 @@ func TestClusterOutage(t *testing.T) {
 	}
 	exited := time.Now() // StopAPIServer returns once the process has ended (it drains first)
 	var unknownAt time.Time
-	eventually(t, 30*time.Second, "bob unknown", func() bool {
+	testutil.Eventually(t, 30*time.Second, "bob unknown", testutil.True(func() bool {
 		st, _ := m.Status(bob)
 		if st.Phase == PhaseUnknown && st.Reason == ReasonClusterUnavailable {
 			unknownAt = time.Now()
 			return true
 		}
 		return false
-	})
+	}))
 	t.Logf("bob unknown %s after b's API server was told to stop, %s after it had exited", unknownAt.Sub(down).Round(time.Millisecond), unknownAt.Sub(exited).Round(time.Millisecond))
 	h := m.Health()
 	if err := h.Ready(); err != nil {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/orphan"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -275,9 +276,9 @@ func TestConfigChangeNeverOrphans(t *testing.T) {
 				t.Fatalf("alice's Stop touched bob's pod: %v", podNames(pods))
 			}
 			// What the old pod owned (its Service, Secrets) goes with it.
-			eventually(t, 60*time.Second, "alice's Services and Secrets to go with her pod", func() bool {
+			testutil.Eventually(t, 60*time.Second, "alice's Services and Secrets to go with her pod", testutil.True(func() bool {
 				return len(ownedObjects(t, ctx, before[alice].State.Namespace, alice)) == 0
-			})
+			}))
 
 			// The next start uses the new configuration.
 			next := cc.spawn

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -113,10 +114,10 @@ func TestSettledOnlyOnTheReadyVersion(t *testing.T) {
 	if err := cluster.Client.CoreV1().Pods(ns).Delete(ctx, ready.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the deletion cached", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the deletion cached", testutil.True(func() bool {
 		_, ok, _ := pods.Get(ctx, ns, ready.Name)
 		return !ok
-	})
+	}))
 	if e := (&entry{cell: c}); m.settledLocked(ctx, e, sp) {
 		t.Error("the pod is gone: settled")
 	}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/spawner"
 )
@@ -75,7 +76,7 @@ func TestShutdownLetsAcceptedStartsCreateTheirPods(t *testing.T) {
 	}()
 	// The shutdown waits for the start: it has not returned while the
 	// start is held.
-	eventually(t, 10*time.Second, "the Manager to stop leading", func() bool { return !m.Leading() })
+	testutil.Eventually(t, 10*time.Second, "the Manager to stop leading", testutil.True(func() bool { return !m.Leading() }))
 	select {
 	case <-stopped:
 		t.Fatal("the Manager stopped before its accepted start had created its pod")

@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/spawner"
 )
@@ -109,7 +110,7 @@ func TestLiveReportsStalledWorkers(t *testing.T) {
 		}
 	}()
 	m.enqueue(wedged.key)
-	eventually(t, 10*time.Second, "the worker inside the wedged reconcile", func() bool { return m.busy.Load() == 1 })
+	testutil.Eventually(t, 10*time.Second, "the worker inside the wedged reconcile", testutil.True(func() bool { return m.busy.Load() == 1 }))
 	m.enqueue(serverKey{user: "h-waiting"})
 	if err := m.Live(ctxTimeout(t, time.Second)); err != nil {
 		t.Errorf("Live with the worker busy for no time = %v, want nil", err)
@@ -125,7 +126,7 @@ func TestLiveReportsStalledWorkers(t *testing.T) {
 	}
 	wedged.mu.Unlock()
 	locked = false
-	eventually(t, 10*time.Second, "Live nil once the worker moves on", func() bool { return m.Live(ctxTimeout(t, time.Second)) == nil })
+	testutil.Eventually(t, 10*time.Second, "Live nil once the worker moves on", testutil.True(func() bool { return m.Live(ctxTimeout(t, time.Second)) == nil }))
 }
 
 // TestDeleteForeverOfAServerNotKnown deletes servers that a Manager
@@ -167,10 +168,10 @@ func TestDeleteForeverOfAServerNotKnown(t *testing.T) {
 				}
 				claims[s] = st.State.PVCName
 			}
-			eventually(t, 10*time.Second, "the stopped server forgotten", func() bool {
+			testutil.Eventually(t, 10*time.Second, "the stopped server forgotten", testutil.True(func() bool {
 				_, err := m1.Status(forgotten)
 				return errors.Is(err, ErrNotFound)
-			})
+			}))
 			if err := m1.DeleteForever(ctx, forgotten); err != nil {
 				t.Errorf("DeleteForever of a forgotten server = %v", err)
 			}
@@ -205,8 +206,8 @@ func checkClaim(t *testing.T, ctx context.Context, ns, name string, wantGone boo
 	if c, err := claims.Get(ctx, name, metav1.GetOptions{}); err == nil && c.DeletionTimestamp == nil {
 		t.Errorf("claim %s is not being deleted after DeleteForever returned", name)
 	}
-	eventually(t, 30*time.Second, "claim "+name+" gone", func() bool {
+	testutil.Eventually(t, 30*time.Second, "claim "+name+" gone", testutil.True(func() bool {
 		_, err := claims.Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
-	})
+	}))
 }

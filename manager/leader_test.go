@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -129,7 +130,7 @@ func TestTermEndsAfterItsOperations(t *testing.T) {
 		defer close(led)
 		m.lead(term, time.Hour)
 	}()
-	eventually(t, 10*time.Second, "leading", m.Leading)
+	testutil.Eventually(t, 10*time.Second, "leading", testutil.True(m.Leading))
 	start, stop := &entry{key: serverKey{user: "starting"}}, &entry{key: serverKey{user: "stopping"}}
 	start.mu.Lock()
 	startOp, startCtx := m.beginOpLocked(ctx, start, opStart)
@@ -146,7 +147,7 @@ func TestTermEndsAfterItsOperations(t *testing.T) {
 		t.Errorf("the start's cause = %v; want ErrShutdown (detached)", cause)
 	}
 	m.endOp(startOp)
-	eventually(t, 10*time.Second, "no longer leading", func() bool { return !m.Leading() })
+	testutil.Eventually(t, 10*time.Second, "no longer leading", testutil.True(func() bool { return !m.Leading() }))
 	e := &entry{key: serverKey{user: "late"}}
 	e.mu.Lock()
 	if op, _ := m.beginOpLocked(ctx, e, opStart); op != nil {
@@ -181,7 +182,7 @@ func TestTermCancelsAStopAfterItsGrace(t *testing.T) {
 		defer close(led)
 		m.lead(term, 200*time.Millisecond)
 	}()
-	eventually(t, 10*time.Second, "leading", m.Leading)
+	testutil.Eventually(t, 10*time.Second, "leading", testutil.True(m.Leading))
 	e := &entry{key: serverKey{user: "stopping"}}
 	e.mu.Lock()
 	op, opCtx := m.beginOpLocked(ctx, e, opStop)

@@ -82,19 +82,6 @@ func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// eventually waits up to d for cond, checking every 20 ms, and fails the
-// test with what it waited for.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // advPods lists the pods of ns from the API server.
 func advPods(t *testing.T, ctx context.Context, ns string) []corev1.Pod {
 	t.Helper()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spawnkit/spawnkit/spawner"
 	"net/http"
 	"slices"
 	"sort"
@@ -23,8 +22,10 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
+	"github.com/spawnkit/spawnkit/spawner"
 )
 
 // runManager starts a manager and returns it with a function that shuts
@@ -403,7 +404,7 @@ func TestManagerNeverRelistsInSteadyState(t *testing.T) {
 	before, resyncs := lists.Load(), m.resyncs.Load()
 	// Ten resync passes (each re-checks every server and every cached
 	// pod), counted as they happen, so a broken resync fails here.
-	eventually(t, 30*time.Second, "ten resyncs", func() bool { return m.resyncs.Load() >= resyncs+10 })
+	testutil.Eventually(t, 30*time.Second, "ten resyncs", testutil.True(func() bool { return m.resyncs.Load() >= resyncs+10 }))
 	if _, err := m.Poll(ctx, s); err != nil {
 		t.Fatal(err)
 	}
@@ -533,7 +534,7 @@ func TestManagerLeaderFailoverMidSpawn(t *testing.T) {
 	}
 	ctx := ctxTimeout(t, 90*time.Second)
 	a, stopA := runManager(t, Options{Config: cfg, LeaderElection: le("a")})
-	eventually(t, 20*time.Second, "the first replica leading", a.Leading)
+	testutil.Eventually(t, 20*time.Second, "the first replica leading", testutil.True(a.Leading))
 	reg2, err := reflector.New(reflector.Options{Config: cluster.Config})
 	if err != nil {
 		t.Fatal(err)
@@ -550,7 +551,7 @@ func TestManagerLeaderFailoverMidSpawn(t *testing.T) {
 	st, _ := a.Status(s)
 	stopA()
 	begin := time.Now()
-	eventually(t, 10*time.Second, "the standby taking over", b.Leading)
+	testutil.Eventually(t, 10*time.Second, "the standby taking over", testutil.True(b.Leading))
 	took := time.Since(begin)
 	t.Logf("the standby took over %s after the leader went", took.Round(time.Millisecond))
 	// A graceful shutdown releases the Lease: the standby need not wait
@@ -629,17 +630,17 @@ func TestManagerForgetsStoppedServersAfterRetention(t *testing.T) {
 	// Resyncs past the retention (each forgets what is due) leave a
 	// running server alone.
 	resyncs := m.resyncs.Load()
-	eventually(t, 10*time.Second, "four resyncs", func() bool { return m.resyncs.Load() >= resyncs+4 })
+	testutil.Eventually(t, 10*time.Second, "four resyncs", testutil.True(func() bool { return m.resyncs.Load() >= resyncs+4 }))
 	if _, err := m.Status(s); err != nil {
 		t.Fatalf("a running server was forgotten: %v", err)
 	}
 	if _, err := m.Stop(ctx, s, spawner.StopOptions{Now: true}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the stopped server forgotten after its retention", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the stopped server forgotten after its retention", testutil.True(func() bool {
 		_, err := m.Status(s)
 		return errors.Is(err, ErrNotFound)
-	})
+	}))
 	// A forgotten server can be spawned again.
 	if _, started, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil || !started {
 		t.Fatalf("Spawn after being forgotten = %v, %v", started, err)
@@ -831,10 +832,10 @@ func TestManagerSpawnCostsNoReconcile(t *testing.T) {
 		Spec: corev1.PodSpec{NodeName: "spawnkit-no-kubelet", Containers: []corev1.Container{{Name: "notebook", Image: "i"}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the marker pod's server adopted", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the marker pod's server adopted", testutil.True(func() bool {
 		_, err := m.Status(marker)
 		return err == nil
-	})
+	}))
 	if n := m.reconciles.Load(); n != 1 {
 		t.Errorf("%d reconciles after %d spawns and a marker pod, want 1 (the marker's)", n, len(servers))
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -249,10 +250,10 @@ func TestSpawnWithConfigKeepsTheClaim(t *testing.T) {
 			t.Errorf("%s: running pod %q with claim %q, want pod %q with the server's claim %q", step, st.State.PodName, st.State.PVCName, pod, claim)
 		}
 		var pods []corev1.Pod
-		eventually(t, 30*time.Second, step+": one pod", func() bool {
+		testutil.Eventually(t, 30*time.Second, step+": one pod", testutil.True(func() bool {
 			pods = serverPods(t, cluster.Client, ns, alice.Username)
 			return len(pods) == 1
-		})
+		}))
 		if pods[0].Name != pod || !slices.Equal(podClaims(&pods[0]), []string{claim}) {
 			t.Errorf("%s: the pod is %s mounting %q, want %s mounting %q", step, pods[0].Name, podClaims(&pods[0]), pod, claim)
 		}
@@ -523,10 +524,10 @@ func TestSpawnHub(t *testing.T) {
 	if rec := recordedState(t, apiPod(t, ns, pod)); rec.Hub != "hub-a" {
 		t.Errorf("the pod records hub %q, want hub-a", rec.Hub)
 	}
-	eventually(t, 10*time.Second, "the watcher to see alice running", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the watcher to see alice running", testutil.True(func() bool {
 		all := watched.of(alice.Username)
 		return len(all) > 0 && all[len(all)-1].Phase == PhaseRunning
-	})
+	}))
 	starting := 0
 	for _, s := range watched.of(alice.Username) {
 		if s.Phase == PhaseStarting {

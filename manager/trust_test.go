@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -463,14 +464,14 @@ func TestFailedStatusAlwaysHasAReason(t *testing.T) {
 	if err := cluster.Client.CoreV1().ResourceQuotas(ns).Delete(ctx, quota.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "a start once the quota is gone", func() bool {
+	testutil.Eventually(t, 30*time.Second, "a start once the quota is gone", testutil.True(func() bool {
 		_, _, err := m.Spawn(ctx, eve, SpawnOptions{Env: hubStart().Env})
 		if err != nil {
 			return false
 		}
 		st, _ := m.Status(eve)
 		return st.Phase != PhaseFailed
-	})
+	}))
 	waitStatus(t, m, eve, "running", phaseIs(PhaseRunning))
 	err = m.DeleteForever(ctx, eve)
 	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "is running") || strings.Contains(err.Error(), "stopping") {
@@ -531,9 +532,9 @@ func TestCompactionAndAPIServerRestart(t *testing.T) {
 	restarted = true
 	back := time.Now()
 	t.Logf("etcd compacted at revision %d; the API server restarted", rev)
-	eventually(t, 60*time.Second, "the Manager healthy after the restart", func() bool {
+	testutil.Eventually(t, 60*time.Second, "the Manager healthy after the restart", testutil.True(func() bool {
 		return m.Health().Pods.Healthy()
-	})
+	}))
 	h := m.Health().Pods
 	t.Logf("the Manager's pod informer healthy %s after the API server came back (watch errors %d, the last: %v)", time.Since(back).Round(100*time.Millisecond), h.WatchErrors, h.LastError)
 	time.Sleep(2 * time.Second) // a spurious status would show by now (resync every 300 ms)

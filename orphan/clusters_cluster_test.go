@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 // TestSeveralClusters runs against two API servers: the package's
@@ -191,14 +192,14 @@ func testSweeperLeaseCluster(t *testing.T, a, b kubernetes.Interface) {
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan error, 1)
 			go func() { done <- s.Start(ctx) }()
-			eventually(t, 20*time.Second, "a sweep", func() bool {
+			testutil.Eventually(t, 20*time.Second, "a sweep", testutil.True(func() bool {
 				select {
 				case err := <-done:
 					t.Fatalf("Start returned before sweeping: %v", err)
 				default:
 				}
 				return s.Sweeps() > 0
-			})
+			}))
 			cancel()
 			if err := <-done; err != nil {
 				t.Fatal(err)
@@ -267,10 +268,10 @@ func testSweeperClusterDown(t *testing.T, a, b kubernetes.Interface, second *tes
 		t.Fatal(err)
 	}
 	restarted = true
-	eventually(t, 30*time.Second, "b's API server", func() bool {
+	testutil.Eventually(t, 30*time.Second, "b's API server", testutil.True(func() bool {
 		_, err := b.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		return err == nil
-	})
+	}))
 	report, err = s.SweepOnce(ctx)
 	if err != nil || len(report.Deleted) != 1 || report.Deleted[0].Cluster != "b" {
 		t.Errorf("sweep with b back: deleted %v, %v; want b's stray pod", report.Deleted, err)

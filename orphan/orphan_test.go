@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -25,18 +25,6 @@ var cluster *testcluster.Cluster
 
 func TestMain(m *testing.M) {
 	testcluster.Main(m, testcluster.Options{Level: testcluster.APIServer}, &cluster)
-}
-
-// eventually polls cond until it holds, and fails the test if it does
-// not within d.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, d, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		t.Fatalf("waiting %s for %s: %v", d, what, err)
-	}
 }
 
 func newNamespace(t testing.TB, labels, annotations map[string]string) string {
@@ -340,16 +328,16 @@ func TestSweepersWithLeaderElection(t *testing.T) {
 	}
 	// An orphan appears; exactly one sweeper must take it.
 	createPod(t, ns, meta("jupyter-stray", "stray", "", true))
-	eventually(t, 20*time.Second, "the orphan to be swept", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the orphan to be swept", testutil.True(func() bool {
 		_, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, "jupyter-stray", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
-	})
+	}))
 	// Several more sweeps by the leader are several intervals in which a
 	// second sweeper, had it swept at all, would have swept too.
 	swept := sweepers[0].Sweeps() + sweepers[1].Sweeps()
-	eventually(t, 20*time.Second, "three more sweeps", func() bool {
+	testutil.Eventually(t, 20*time.Second, "three more sweeps", testutil.True(func() bool {
 		return sweepers[0].Sweeps()+sweepers[1].Sweeps() >= swept+3
-	})
+	}))
 	cancel()
 	wg.Wait()
 	a, b := sweepers[0].Sweeps(), sweepers[1].Sweeps()

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/randfill"
+
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 // checkDecode compares NewPod of decodeKeptPod(pod's bytes) with NewPod
@@ -127,10 +130,10 @@ func TestPodInformersDecodeKeptFields(t *testing.T) {
 	createPod(t, ns, "kept-a", nil)
 	pods := syncedPods(t, r, ns)
 	createPod(t, ns, "kept-b", nil)
-	eventually(t, "kept-b cached", func() bool {
+	testutil.Eventually(t, 20*time.Second, "kept-b cached", testutil.True(func() bool {
 		p, ok, _ := pods.Get(t.Context(), ns, "kept-b")
 		return ok && p.Labels.Get("component") == "singleuser-server" && p.UID != "" && p.ResourceVersion != ""
-	})
+	}))
 	if n := keptPodDecodes.Load() - before; n < 2 {
 		t.Errorf("the kept-field decoder decoded %d pods or lists, want the list and the watched pod", n)
 	}

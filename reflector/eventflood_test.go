@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 // floodEvent is one event of a flood, with strings of its own, as a
@@ -46,14 +48,14 @@ func TestEventFloodMemoryBounded(t *testing.T) {
 	for i := range 5 {
 		managed = append(managed, createPod(t, ns, fmt.Sprintf("server-%d", i), nil))
 	}
-	eventually(t, "the server pods cached", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the server pods cached", testutil.True(func() bool {
 		for _, p := range managed {
 			if _, ok, _ := pods.GetByUID(t.Context(), p.UID); !ok {
 				return false
 			}
 		}
 		return true
-	})
+	}))
 	store := events.h.e.store
 	const perServer, others, perOther = 5_000, 2_500, 10
 	base := time.Now().Add(-time.Hour)

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 var indexBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -170,16 +172,16 @@ func TestEventsNoResurrectionAfterRelist(t *testing.T) {
 		createEvent(t, gone, reason, time.Now().Add(time.Duration(i)*time.Second))
 	}
 	createEvent(t, kept, "Scheduled", time.Now())
-	eventually(t, "the events indexed", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the events indexed", testutil.True(func() bool {
 		a, _ := events.ForUID(t.Context(), gone.UID)
 		b, _ := events.ForUID(t.Context(), kept.UID)
 		return len(a) == 3 && len(b) == 1
-	})
+	}))
 	deletePod(t, ns, "gone")
-	eventually(t, "the deleted pod's events dropped", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the deleted pod's events dropped", testutil.True(func() bool {
 		evs, _ := events.ForPod(t.Context(), ns, "gone")
 		return len(evs) == 0
-	})
+	}))
 	// The server still has the deleted pod's events: a relist delivers
 	// them all to the store again.
 	list, err := cluster.Client.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{})

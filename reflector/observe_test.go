@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 // seen is what an Observe function was called with.
@@ -45,10 +46,10 @@ func (r *recorder) snapshot() []seen {
 func (r *recorder) waitCalls(t *testing.T, name string, deleted bool) []seen {
 	t.Helper()
 	var calls []seen
-	eventually(t, fmt.Sprintf("a call for pod %s (deleted %v)", name, deleted), func() bool {
+	testutil.Eventually(t, 20*time.Second, fmt.Sprintf("a call for pod %s (deleted %v)", name, deleted), testutil.True(func() bool {
 		calls = r.snapshot()
 		return slices.ContainsFunc(calls, func(c seen) bool { return c.name == name && c.deleted == deleted })
-	})
+	}))
 	return calls
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 var cluster *testcluster.Cluster
@@ -99,17 +100,6 @@ func watchNamespace(t *testing.T, r *Registry, ns string) (*Pods, *Events) {
 	}
 	t.Cleanup(events.Release)
 	return pods, events
-}
-
-// eventually polls cond (tests only: the SDK waits on informers).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
 
 // syncedPods holds r's pod informer of ns until the test ends, once it
@@ -214,15 +204,15 @@ func TestLabelSelectorAndNamespaces(t *testing.T) {
 	createPod(t, ns2, "b", nil)
 	createPod(t, ns1, "unlabelled", map[string]string{"component": "hub"})
 
-	eventually(t, "both pods in the all-namespaces cache", func() bool {
+	testutil.Eventually(t, 20*time.Second, "both pods in the all-namespaces cache", testutil.True(func() bool {
 		_, okA, _ := all.Get(t.Context(), ns1, "a")
 		_, okB, _ := all.Get(t.Context(), ns2, "b")
 		return okA && okB
-	})
-	eventually(t, "pod a in the namespace cache", func() bool {
+	}))
+	testutil.Eventually(t, 20*time.Second, "pod a in the namespace cache", testutil.True(func() bool {
 		_, ok, _ := one.Get(t.Context(), ns1, "a")
 		return ok
-	})
+	}))
 	if _, ok, _ := one.Get(t.Context(), ns2, "b"); ok {
 		t.Error("a namespace informer cached a pod of another namespace")
 	}
@@ -282,10 +272,10 @@ func TestEventsByPodInTimeOrderAndBounded(t *testing.T) {
 	if err != nil || len(byUID) != 3 {
 		t.Errorf("ForUID = %d events, %v", len(byUID), err)
 	}
-	eventually(t, "b's event", func() bool {
+	testutil.Eventually(t, 20*time.Second, "b's event", testutil.True(func() bool {
 		evs, _ := events.ForPod(t.Context(), ns, "pod-b")
 		return len(evs) == 1
-	})
+	}))
 	for _, e := range evs {
 		if e.InvolvedObject.Name != "pod-a" {
 			t.Errorf("pod-a's list has an event of %s", e.InvolvedObject.Name)
@@ -294,10 +284,10 @@ func TestEventsByPodInTimeOrderAndBounded(t *testing.T) {
 
 	// When a pod goes, its events go from the cache.
 	deletePod(t, ns, "pod-a")
-	eventually(t, "pod-a's events dropped", func() bool {
+	testutil.Eventually(t, 20*time.Second, "pod-a's events dropped", testutil.True(func() bool {
 		evs, _ := events.ForPod(t.Context(), ns, "pod-a")
 		return len(evs) == 0
-	})
+	}))
 	if evs, _ := events.ForPod(t.Context(), ns, "pod-b"); len(evs) != 1 {
 		t.Errorf("deleting pod-a dropped pod-b's events too: %d left", len(evs))
 	}
@@ -353,10 +343,10 @@ func TestMetrics(t *testing.T) {
 	defer pods.Release()
 	createPod(t, ns, "m1", nil)
 	createPod(t, ns, "m2", nil)
-	eventually(t, "two pods cached", func() bool {
+	testutil.Eventually(t, 20*time.Second, "two pods cached", testutil.True(func() bool {
 		l, _ := pods.List(t.Context(), ns)
 		return len(l) == 2
-	})
+	}))
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -397,7 +387,7 @@ func TestAPIServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	eventually(t, "unhealthy while the API server is down", func() bool { return !pods.Status().Healthy() })
+	testutil.Eventually(t, 20*time.Second, "unhealthy while the API server is down", testutil.True(func() bool { return !pods.Status().Healthy() }))
 	t.Logf("unhealthy %s after the API server stopped; last error: %v", time.Since(stopped).Round(time.Millisecond), pods.Status().LastError)
 	// The last state stays readable during the outage.
 	if _, ok, err := pods.Get(t.Context(), ns, "before"); !ok || err != nil {
@@ -413,12 +403,12 @@ func TestAPIServerRestart(t *testing.T) {
 	back := time.Now()
 	createPod(t, ns, "after", nil)
 	deletePod(t, ns, "before")
-	eventually(t, "the cache converged after the restart", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the cache converged after the restart", testutil.True(func() bool {
 		_, hasAfter, _ := pods.Get(t.Context(), ns, "after")
 		_, hasBefore, _ := pods.Get(t.Context(), ns, "before")
 		return hasAfter && !hasBefore
-	})
-	eventually(t, "healthy again", func() bool { return pods.Status().Healthy() })
+	}))
+	testutil.Eventually(t, 20*time.Second, "healthy again", testutil.True(func() bool { return pods.Status().Healthy() }))
 	s := pods.Status()
 	if s.WatchErrors == 0 || s.LastError == nil {
 		t.Errorf("status after an outage records no errors: %+v", s)
@@ -440,17 +430,17 @@ func TestAPIServerRestart(t *testing.T) {
 	if err := c.StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "unhealthy in the second outage", func() bool { return !pods.Status().Healthy() })
+	testutil.Eventually(t, 20*time.Second, "unhealthy in the second outage", testutil.True(func() bool { return !pods.Status().Healthy() }))
 	time.Sleep(10 * time.Second)
 	if err := c.StartAPIServer(); err != nil {
 		t.Fatal(err)
 	}
 	back = time.Now()
 	createPod(t, ns, "second", nil)
-	eventually(t, "the cache converged after the second restart", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the cache converged after the second restart", testutil.True(func() bool {
 		_, ok, _ := pods.Get(t.Context(), ns, "second")
 		return ok && pods.Status().Healthy()
-	})
+	}))
 	took := time.Since(back)
 	t.Logf("second outage: the cache had the new pod and was healthy %s after the API server was back", took.Round(time.Millisecond))
 	if took > 20*time.Second {

@@ -2,6 +2,7 @@ package reflector
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/url"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 // stallProxy forwards loopback TCP connections to the API server. Once
@@ -165,13 +167,12 @@ func TestWatchStallIsDetectedAndHealed(t *testing.T) {
 		t.Errorf("the broken watch was not reported: watch errors %d before, %d after; last error %v at %s",
 			before.WatchErrors, after.WatchErrors, after.LastError, after.LastErrorTime)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !pods.Status().Healthy() && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if st := pods.Status(); !st.Healthy() {
-		t.Errorf("not healthy again after the stall: %+v", st)
-	}
+	testutil.EventuallyEvery(t, 100*time.Millisecond, 10*time.Second, "healthy again after the stall", func() error {
+		if st := pods.Status(); !st.Healthy() {
+			return fmt.Errorf("%+v", st)
+		}
+		return nil
+	})
 }
 
 // waitCached waits until the cache holds ns/name satisfying cond and
@@ -187,20 +188,23 @@ func waitGone(t *testing.T, ctx context.Context, pods *Pods, ns, name string) ti
 	return waitFor(t, ctx, pods, ns, name, func(_ *Pod, ok bool) bool { return !ok })
 }
 
+// waitFor waits, as long as ctx allows, until cond holds for what the
+// cache has of ns/name, and returns when it saw it.
 func waitFor(t *testing.T, ctx context.Context, pods *Pods, ns, name string, cond func(*Pod, bool) bool) time.Time {
 	t.Helper()
-	for {
+	d := time.Minute
+	if dl, ok := ctx.Deadline(); ok {
+		d = time.Until(dl)
+	}
+	testutil.EventuallyEvery(t, 50*time.Millisecond, d, "pod "+ns+"/"+name+" as wanted in the cache", func() error {
 		p, ok, err := pods.Get(ctx, ns, name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cond(p, ok) {
-			return time.Now()
+		if !cond(p, ok) {
+			return fmt.Errorf("cached: %t", ok)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("pod %s/%s never as wanted in the cache", ns, name)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return nil
+	})
+	return time.Now()
 }

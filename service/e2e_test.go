@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -322,27 +323,6 @@ func stateField(t *testing.T, st serverStatus, key string) string {
 	return v
 }
 
-// eventually retries cond every 100 ms until it holds or e2eTimeout
-// passes; cond reports what it saw for the failure message.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(e2eTimeout)
-	for {
-		ok, saw := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within %s; last saw %s", what, e2eTimeout, saw)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // podLog records every pod of a namespace the API server reports, from
 // before the test acts: which pods existed, and which container exit
 // codes they reported.
@@ -467,12 +447,15 @@ func TestE2EStopCancelsStart(t *testing.T) {
 
 	st := s.status(t, "POST", path, `{"user_options": {"profile": "never-ready"}}`, http.StatusAccepted)
 	name := stateField(t, st, "pod_name")
-	eventually(t, "the pod running, not ready", func() (bool, string) {
+	testutil.EventuallyEvery(t, 100*time.Millisecond, e2eTimeout, "the pod running, not ready", func() error {
 		pod, err := e.c.Client.CoreV1().Pods(e.ns).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
-		return pod.Status.Phase == corev1.PodRunning, string(pod.Status.Phase)
+		if pod.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("phase %s", pod.Status.Phase)
+		}
+		return nil
 	})
 	if st := s.status(t, "GET", path, "", http.StatusOK); st.Phase != "starting" || st.ExitCode != nil {
 		t.Errorf("GET of the never-ready server: %+v, want starting with exit_code null", st)
@@ -539,9 +522,12 @@ func TestE2EExitCode(t *testing.T) {
 
 	s.status(t, "POST", path, `{"user_options": {"profile": "exit3"}}`, http.StatusAccepted)
 	var st serverStatus
-	eventually(t, "an exit code in the status", func() (bool, string) {
+	testutil.EventuallyEvery(t, 100*time.Millisecond, e2eTimeout, "an exit code in the status", func() error {
 		st = s.status(t, "GET", path, "", http.StatusOK)
-		return st.ExitCode != nil, fmt.Sprintf("%+v", st)
+		if st.ExitCode == nil {
+			return fmt.Errorf("%+v", st)
+		}
+		return nil
 	})
 	if *st.ExitCode != 3 || st.Phase != "failed" || st.Ready {
 		t.Errorf("status %+v (exit_code %d), want failed with exit_code 3", st, *st.ExitCode)
@@ -551,12 +537,12 @@ func TestE2EExitCode(t *testing.T) {
 	}
 	// delete_stopped_pods is on by default: Poll deletes the exited pod.
 	name := stateField(t, st, "pod_name")
-	eventually(t, "the exited pod deleted", func() (bool, string) {
+	testutil.EventuallyEvery(t, 100*time.Millisecond, e2eTimeout, "the exited pod deleted", func() error {
 		pod, err := e.c.Client.CoreV1().Pods(e.ns).Get(t.Context(), name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return true, ""
+			return nil
 		}
-		return false, fmt.Sprintf("%v %v", pod.Status.Phase, err)
+		return fmt.Errorf("%v %v", pod.Status.Phase, err)
 	})
 	if st := s.status(t, "GET", path, "", http.StatusOK); st.ExitCode == nil || *st.ExitCode != 3 {
 		t.Errorf("status once the pod is gone: %+v, want exit_code still 3", st)

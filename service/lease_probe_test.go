@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -36,9 +38,9 @@ func TestReadyzNamesAnUnreachableLease(t *testing.T) {
 	// The campaign has begun (after the Manager's checks of the Lease):
 	// from now on the standby only reads the Lease, and goes on running
 	// when it cannot.
-	eventually(t, "the standby's campaign", func() (bool, string) {
-		return logs.has("Attempting to acquire"), "no such log line"
-	})
+	testutil.EventuallyEvery(t, 100*time.Millisecond, e2eTimeout, "the standby's campaign", testutil.True(func() bool {
+		return logs.has("Attempting to acquire")
+	}))
 
 	// The leader-election Role's binding (see serviceIdentity) goes: the
 	// standby's next read of the Lease is forbidden.
@@ -115,12 +117,15 @@ func (l *lineLog) has(s string) bool {
 func waitProbe(t *testing.T, probes http.Handler, code int, want string) string {
 	t.Helper()
 	var body string
-	eventually(t, "/readyz "+want, func() (bool, string) {
+	testutil.EventuallyEvery(t, 100*time.Millisecond, e2eTimeout, "/readyz "+want, func() error {
 		rec := httptest.NewRecorder()
 		probes.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 		data, _ := io.ReadAll(rec.Body)
 		body = string(data)
-		return rec.Code == code && strings.Contains(body, want), body
+		if rec.Code != code || !strings.Contains(body, want) {
+			return fmt.Errorf("%d %s", rec.Code, body)
+		}
+		return nil
 	})
 	return body
 }

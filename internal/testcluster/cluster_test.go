@@ -21,11 +21,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 var cluster *testcluster.Cluster
@@ -61,23 +61,6 @@ func testPod(name string, annotations map[string]string) *corev1.Pod {
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "notebook", Image: "quay.io/jupyter/base-notebook:latest"}},
 		},
-	}
-}
-
-// eventually calls check every interval until it returns nil, and fails
-// the test with check's last error if that takes longer than d.
-func eventually(t *testing.T, every, d time.Duration, check func() error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), every, d, true, func(context.Context) (bool, error) {
-		last = check()
-		return last == nil, nil
-	})
-	if err != nil {
-		if last == nil {
-			last = err
-		}
-		t.Fatalf("still, after %s: %v", d, last)
 	}
 }
 
@@ -186,7 +169,7 @@ func TestWorkloadsMakePods(t *testing.T) {
 	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create Deployment: %v", err)
 	}
-	eventually(t, 200*time.Millisecond, 50*time.Second, func() error {
+	testutil.EventuallyEvery(t, 200*time.Millisecond, 50*time.Second, "two web pods running", func() error {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 		if err != nil {
 			return err
@@ -778,7 +761,7 @@ func TestKilledBinaryLeavesNoProcesses(t *testing.T) {
 			}
 		}
 	})
-	eventually(t, 50*time.Millisecond, 10*time.Second, func() error {
+	testutil.EventuallyEvery(t, 50*time.Millisecond, 10*time.Second, "the components to end with the test binary", func() error {
 		if left := alive(); len(left) > 0 {
 			return fmt.Errorf("components %v outlived the killed test binary", left)
 		}
@@ -815,7 +798,7 @@ func TestGracefulDeleteNeverRemovesANewPodOfTheSameName(t *testing.T) {
 			t.Fatalf("round %d: forced delete: %v", round, err)
 		}
 		var fresh *corev1.Pod
-		eventually(t, 5*time.Millisecond, 30*time.Second, func() error {
+		testutil.EventuallyEvery(t, 5*time.Millisecond, 30*time.Second, "the pod re-created", func() error {
 			fresh, err = pods.Create(ctx, testPod("reused", nil), metav1.CreateOptions{})
 			if err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatalf("round %d: re-create: %v", round, err)

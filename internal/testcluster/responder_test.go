@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 var loopback = netip.MustParsePrefix("127.0.0.0/8")
@@ -86,7 +87,7 @@ func get(ctx context.Context, url string) (testcluster.Answer, error) {
 func waitForAnswer(t *testing.T, ctx context.Context, url string, within time.Duration) testcluster.Answer {
 	t.Helper()
 	var a testcluster.Answer
-	eventually(t, 50*time.Millisecond, within, func() error {
+	testutil.EventuallyEvery(t, 50*time.Millisecond, within, url+" to answer", func() error {
 		var err error
 		if a, err = get(ctx, url); err != nil {
 			return fmt.Errorf("%s does not answer: %w", url, err)
@@ -99,7 +100,7 @@ func waitForAnswer(t *testing.T, ctx context.Context, url string, within time.Du
 // waitForRefused polls url until connections are refused.
 func waitForRefused(t *testing.T, ctx context.Context, url string, within time.Duration) {
 	t.Helper()
-	eventually(t, 50*time.Millisecond, within, func() error {
+	testutil.EventuallyEvery(t, 50*time.Millisecond, within, url+" to refuse connections", func() error {
 		if a, err := get(ctx, url); !errors.Is(err, syscall.ECONNREFUSED) {
 			return fmt.Errorf("%s still reachable: answer %+v, err %v", url, a, err)
 		}
@@ -314,7 +315,7 @@ func TestResponderRetriesAddressInUse(t *testing.T) {
 	// Past the boot delay the responder tries, finds the address in use
 	// and says so; only then does the squatter let go.
 	name := ns + "/" + pod.Name
-	eventually(t, 50*time.Millisecond, 10*time.Second, func() error {
+	testutil.EventuallyEvery(t, 50*time.Millisecond, 10*time.Second, "the responder to find its address in use", func() error {
 		if log := cluster.LogTail("responders", 1000); !strings.Contains(log, name+": cannot listen on "+addr+" yet") {
 			return fmt.Errorf("responders.log does not say %s found %s in use:\n%s", name, addr, cluster.LogTail("responders", 20))
 		}
