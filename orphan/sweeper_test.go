@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
@@ -44,17 +45,21 @@ func TestSweeperHandover(t *testing.T) {
 	// A slow hub that does not honour cancellation: a sweep outlives the
 	// context it was started with by up to 150ms.
 	known := func(context.Context) (*Known, error) {
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond) // the slow hub itself, not a wait
 		k := NewKnown(1)
 		k.Add("alice", "", true)
 		return k, nil
 	}
 	var cut atomic.Bool
+	var leaseReqs atomic.Int32 // a's Lease requests that went through
 	cfgA := rest.CopyConfig(cluster.Config)
 	cfgA.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			if cut.Load() && strings.Contains(r.URL.Path, "/leases") {
 				return nil, errors.New("test: lease access cut")
+			}
+			if strings.Contains(r.URL.Path, "/leases") {
+				leaseReqs.Add(1)
 			}
 			return rt.RoundTrip(r)
 		})
@@ -94,19 +99,15 @@ func TestSweeperHandover(t *testing.T) {
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testutil.EventuallyEvery(t, 10*time.Millisecond, 20*time.Second, what, testutil.True(cond))
 	}
 
 	start(a, ctxA)
 	waitFor("a to sweep", func() bool { return a.Sweeps() > 0 })
 	start(b, ctxB)
-	time.Sleep(500 * time.Millisecond)
+	// b campaigns while a goes on leading for three more sweeps.
+	aLeading := a.Sweeps()
+	waitFor("a to sweep three more times", func() bool { return a.Sweeps() >= aLeading+3 })
 	if n := b.Sweeps(); n != 0 {
 		// Only if a could not renew in time on a loaded machine; the
 		// invariant below (one sweep at a time) still holds.
@@ -117,15 +118,19 @@ func TestSweeperHandover(t *testing.T) {
 	cut.Store(true)
 	waitFor("b to take over", func() bool { return b.Sweeps() > 0 })
 	aAfter := a.Sweeps()
-	time.Sleep(300 * time.Millisecond)
+	// Two more sweeps by b are two intervals in which a, had it gone on
+	// sweeping, would have swept too.
+	bLeading := b.Sweeps()
+	waitFor("b to sweep two more times", func() bool { return b.Sweeps() >= bLeading+2 })
 	if a.Sweeps() != aAfter {
 		t.Errorf("a kept sweeping after losing its Lease: %d -> %d", aAfter, a.Sweeps())
 	}
 
 	// a can reach the Lease again and campaigns; b shuts down and hands
 	// over as soon as its sweep has stopped.
+	reached := leaseReqs.Load()
 	cut.Store(false)
-	time.Sleep(300 * time.Millisecond)
+	waitFor("a to reach its Lease again", func() bool { return leaseReqs.Load() > reached })
 	aBefore := a.Sweeps()
 	cancelB()
 	waitFor("a to take over again", func() bool { return a.Sweeps() > aBefore })

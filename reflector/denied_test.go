@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 // TestDeniedSurvivesListsBetweenRefusedWatches: under a Role with list
@@ -41,20 +42,19 @@ func TestDeniedSurvivesListsBetweenRefusedWatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The authorizer learns of the binding through its own informer.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.EventuallyEvery(t, 50*time.Millisecond, 30*time.Second, "the binding to take effect", func() error {
 		review, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Namespace: ns, Verb: "list", Resource: "events"}},
 		}, metav1.CreateOptions{})
-		if err == nil && review.Status.Allowed {
-			break
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the binding never took effect: %v", err)
+		if !review.Status.Allowed {
+			return errors.New("not allowed yet")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	cfg, err := c.UserConfig(user)
 	if err != nil {
 		t.Fatal(err)
@@ -85,16 +85,12 @@ func TestDeniedSurvivesListsBetweenRefusedWatches(t *testing.T) {
 		"events": events.Denied,
 	} {
 		want := fmt.Sprintf("cannot watch resource %q in API group \"\" in the namespace %q", what, ns)
-		for i := 0; ; i++ {
-			err := denied()
-			if err != nil && strings.Contains(err.Error(), want) {
-				break
+		testutil.EventuallyEvery(t, 50*time.Millisecond, 30*time.Second, what+" informer's Denied to name the refused watch", func() error {
+			if err := denied(); err == nil || !strings.Contains(err.Error(), want) {
+				return fmt.Errorf("Denied = %v, want an error containing %s", err, want)
 			}
-			if i == 600 {
-				t.Fatalf("%s informer: Denied = %v, want an error containing %s", what, err, want)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	// A list between refused watches succeeds: Denied must survive it.
 	s := pods.Status()

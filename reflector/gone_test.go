@@ -7,7 +7,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 // TestGoneWatchIsUnhealthyUntilRelisted: a watch that ends with a 410
@@ -18,7 +20,8 @@ import (
 // telling the error handler. Events pass through in order, and Stop ends
 // the watch's goroutine even when nobody reads (goleak checks).
 func TestGoneWatchIsUnhealthyUntilRelisted(t *testing.T) {
-	h := newHealth(clock.RealClock{})
+	fc := clocktesting.NewFakeClock(time.Now())
+	h := newHealth(fc)
 	h.attempt(callList, nil)
 	h.s.Synced = true
 	fake := watch.NewFake()
@@ -38,7 +41,7 @@ func TestGoneWatchIsUnhealthyUntilRelisted(t *testing.T) {
 	if st.Healthy() || !apierrors.IsResourceExpired(st.LastError) {
 		t.Fatalf("after 410 Gone: healthy %v, last error %v; want unhealthy with the expiry", st.Healthy(), st.LastError)
 	}
-	time.Sleep(time.Millisecond)
+	fc.Step(time.Millisecond)
 	h.attempt(callList, nil) // the relist
 	st = h.status()
 	st.Synced = true
@@ -54,7 +57,9 @@ func TestGoneWatchIsUnhealthyUntilRelisted(t *testing.T) {
 	fake2 := watch.NewRaceFreeFake()
 	w2 := watchWithHealth(fake2, h)
 	fake2.Add(&metav1.Status{})
-	time.Sleep(10 * time.Millisecond) // the goroutine now waits to pass it on
+	// Once the goroutine has taken the event from the fake's buffer, it
+	// waits to pass it on.
+	testutil.Eventually(t, 10*time.Second, "the event taken from the fake watch", testutil.True(func() bool { return len(fake2.ResultChan()) == 0 }))
 	w2.Stop()
 	for range w2.ResultChan() {
 	}

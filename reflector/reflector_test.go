@@ -431,6 +431,7 @@ func TestAPIServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 20*time.Second, "unhealthy in the second outage", testutil.True(func() bool { return !pods.Status().Healthy() }))
+	// An outage that lasts, as the first did: no signal, its length is the point.
 	time.Sleep(10 * time.Second)
 	if err := c.StartAPIServer(); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package leader_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/spawnkit/spawnkit/internal/leader"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 // journal records what happened, in order, and lets a test wait for it.
@@ -230,8 +232,7 @@ func grant(t *testing.T, ns, name string, subject rbacv1.Subject, verbs ...strin
 // in ns.
 func waitAccess(t *testing.T, ns, user string, groups []string, verb string, allowed bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testutil.EventuallyEvery(t, 50*time.Millisecond, 20*time.Second, fmt.Sprintf("%s's %s on leases in %s to be allowed=%t", user, verb, ns, allowed), func() error {
 		review, err := cluster.Client.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Namespace: ns, Verb: verb, Group: "coordination.k8s.io", Resource: "leases",
@@ -240,12 +241,9 @@ func waitAccess(t *testing.T, ns, user string, groups []string, verb string, all
 		if err != nil {
 			t.Fatal(err)
 		}
-		if review.Status.Allowed == allowed {
-			return
+		if review.Status.Allowed != allowed {
+			return fmt.Errorf("allowed=%t", review.Status.Allowed)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s may %s leases in %s: %v, want %v", user, verb, ns, review.Status.Allowed, allowed)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
