@@ -3,6 +3,7 @@ package service
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 // shippedRoles are the Roles of deploy/role.yaml, as a platform team
@@ -92,17 +94,16 @@ func serviceIdentity(t *testing.T, c *testcluster.Cluster, ns string) kubernetes
 // waitAllowed waits until client may do attrs.
 func waitAllowed(t *testing.T, client kubernetes.Interface, attrs authorizationv1.ResourceAttributes) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.EventuallyEvery(t, 50*time.Millisecond, 30*time.Second, fmt.Sprintf("leave to %s %s in %s", attrs.Verb, attrs.Resource, attrs.Namespace), func() error {
 		review, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(t.Context(), &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs},
 		}, metav1.CreateOptions{})
-		if err == nil && review.Status.Allowed {
-			return
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still not allowed to %s %s in %s after 30s (%v)", attrs.Verb, attrs.Resource, attrs.Namespace, err)
+		if !review.Status.Allowed {
+			return errors.New("not allowed yet")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }

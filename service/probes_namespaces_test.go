@@ -73,6 +73,8 @@ func TestReadyzNamespaces(t *testing.T) {
 		mu.Lock()
 		failed, degraded = f, d
 		mu.Unlock()
+		// The answer before is reused for PingTimeout: the probes have no
+		// clock to step, so that time passes.
 		time.Sleep(retry + 50*time.Millisecond)
 	}
 	probe := func() (int, string) {
@@ -108,6 +110,8 @@ func TestReadyzNamespaces(t *testing.T) {
 		t.Errorf("/readyz = %d after the namespaces were mended and PingTimeout passed, want 200", code)
 	}
 	after := calls.Load()
+	// Past PingTimeout (when a failure would be asked again), a success
+	// is still reused: only wall time shows it, the probes have no clock.
 	time.Sleep(retry + 50*time.Millisecond)
 	for range 5 {
 		probe()
