@@ -189,6 +189,7 @@ func TestAttack42RemoveEarlierAcrossAnAPIServerOutage(t *testing.T) {
 	if _, _, err := m2.Spawn(ctx, alice, SpawnOptions{Env: hubStart().Env}); err != nil {
 		t.Errorf("Spawn during the outage: %v", err)
 	}
+	// An outage of ten seconds: its length is the point, no signal ends it.
 	time.Sleep(10*time.Second - time.Since(outage))
 	if err := c.StartAPIServer(); err != nil {
 		t.Fatal(err)
@@ -358,7 +359,7 @@ func TestAttack42RetiredTemplateOverlapsAnotherUsersNamespace(t *testing.T) {
 
 	logs := newLogLines()
 	m := startManager(t, logs.ctx(ctx), Options{Config: cfg})
-	time.Sleep(time.Second)
+	settle(t, m)
 	if st, err := m.Status(victim); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a pod planted in user %q's own namespace %s was adopted as user %q's server: phase %s, URL %s (%v)",
 			attacker.Username, attackerNS, victim.Username, st.Phase, st.URL, err)

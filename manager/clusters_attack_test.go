@@ -162,19 +162,12 @@ func waitClusterDown(t *testing.T, m *Manager, name string, d time.Duration) {
 
 func waitClusterUp(t *testing.T, m *Manager, name string, d time.Duration) {
 	t.Helper()
-	var h ClusterHealth
-	deadline := time.Now().Add(d)
-	for {
-		var ok bool
-		h, ok = clusterHealthNamed(m, name)
-		if ok && !h.Unavailable && h.Pods.Healthy() {
-			return
+	testutil.Eventually(t, d, "cluster "+name+" available", func() error {
+		if h, ok := clusterHealthNamed(m, name); !ok || h.Unavailable || !h.Pods.Healthy() {
+			return fmt.Errorf("%+v", h)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for cluster %s available: %+v", d, name, h)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // apiSwitch stops and starts cluster b's API server, and starts it again
@@ -258,7 +251,7 @@ func TestAttackSpawnWhilePodInOtherCluster(t *testing.T) {
 			t.Errorf("Spawn of bob in a while his pod %s/%s is still terminating in b: started %v, err %v; want ErrBusy, nothing started",
 				pb[0].Namespace, pb[0].Name, started, err)
 		}
-		time.Sleep(2 * time.Second)
+		settle(t, m)
 		if pa := serverPods(t, cluster.Client, tc.ns, "bob"); len(pa) != 0 {
 			st, _ := m.Status(bob)
 			t.Errorf("bob has %d pod(s) in a while his pod in b still exists (terminating): one server in two clusters; Manager says %s in %q (%s)",
@@ -287,7 +280,7 @@ func TestAttackSpawnWhilePodInOtherCluster(t *testing.T) {
 		default:
 			t.Errorf("Spawn of alice (cpu, cluster a) while her pod runs in b: %+v, started %v, err %v; want ErrBusy or her status in b", st, started, err)
 		}
-		time.Sleep(2 * time.Second)
+		settle(t, m)
 		if pa := serverPods(t, cluster.Client, tc.ns, "alice"); len(pa) != 0 {
 			t.Errorf("alice has %d pod(s) in a besides hers in b", len(pa))
 		}
@@ -324,6 +317,8 @@ func TestAttackSpawnWhilePodInOtherCluster(t *testing.T) {
 			return false
 		}))
 		r0 := m.reconciles.Load()
+		// The window the rate is measured over: spinning shows only as
+		// many reconciles in a given time.
 		time.Sleep(2 * time.Second)
 		if n := m.reconciles.Load() - r0; n > 200 {
 			t.Errorf("%d reconciles in 2 s while carol's start waits for a slot in a and her pod runs in b: the workers spin on her", n)
@@ -331,7 +326,7 @@ func TestAttackSpawnWhilePodInOtherCluster(t *testing.T) {
 			t.Logf("%d reconciles in 2 s while carol waits", n)
 		}
 		stopServer(t, m, slow) // frees the slot
-		time.Sleep(5 * time.Second)
+		settle(t, m)
 		if pa := serverPods(t, cluster.Client, tc.ns, "carol"); len(pa) != 0 {
 			st, _ := m.Status(carol)
 			t.Errorf("carol's queued start created %d pod(s) in a although the Manager knew her pod in b: one server in two clusters; Manager says %s in %q (%s: %.120s)",
@@ -410,9 +405,12 @@ func TestAttackDeleteForeverClusterDown(t *testing.T) {
 				stops.Add(1)
 			}
 		})
-		time.Sleep(100 * time.Millisecond)
+		// The Spawn goes in among Stops already under way, and they go on
+		// after it.
+		testutil.Eventually(t, 10*time.Second, "ten Stops of xavier", testutil.True(func() bool { return stops.Load() >= 10 }))
 		st, started, err := m.Spawn(ctx, xavier, spawnWith("any"))
-		time.Sleep(300 * time.Millisecond)
+		after := stops.Load()
+		testutil.Eventually(t, 10*time.Second, "ten more Stops of xavier", testutil.True(func() bool { return stops.Load() >= after+10 }))
 		close(done)
 		wg.Wait()
 		t.Logf("Spawn of xavier (any) with b down, among %d Stops: %s in %q, started %v, %v", stops.Load(), st.Phase, st.Cluster, started, err)
@@ -687,17 +685,18 @@ func TestAttackOutageDuringSpawn(t *testing.T) {
 		if took := time.Since(began); !errors.Is(err, ErrClusterUnavailable) || took > 5*time.Second {
 			t.Errorf("%s: Stop while b is down: %v after %s; want ErrClusterUnavailable at once", round.user, err, took.Round(time.Millisecond))
 		}
+		// The outage lasts as long as the round says: no signal ends it.
 		time.Sleep(time.Until(down.Add(outage)))
 		api.start()
 		t.Logf("%s: b's API server down %s (%s)", round.user, time.Since(down).Round(time.Millisecond), round.description)
 		var last Status
-		deadline := time.Now().Add(90 * time.Second)
-		for last, _ = m.Status(s); last.Phase != PhaseRunning; last, _ = m.Status(s) {
-			if time.Now().After(deadline) || last.Phase == PhaseFailed || last.Phase == PhaseStopped {
-				break
+		testutil.EventuallyEvery(t, 100*time.Millisecond, 90*time.Second, round.user+" running, failed or stopped", func() error {
+			last, _ = m.Status(s)
+			if last.Phase != PhaseRunning && last.Phase != PhaseFailed && last.Phase != PhaseStopped {
+				return fmt.Errorf("%s", last.Phase)
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 		if last.Phase != PhaseRunning || last.Cluster != "b" {
 			t.Errorf("%s after b is back: %s in %q (%s: %s); want running in b", round.user, last.Phase, last.Cluster, last.Reason, last.Message)
 		}
@@ -927,18 +926,17 @@ func TestAttackRestartWithClusterDown(t *testing.T) {
 	if _, err := m.Status(naming.Server{Username: "nobody"}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Status of nobody once b has been seen: %v; want ErrNotFound", err)
 	}
-	time.Sleep(2 * time.Second)
+	settle(t, m)
 	sameUIDs(t, "cluster a once b is back", beforeA, uids(t, cluster.Client, tc.ns))
 	for _, want := range []Status{sb} {
 		s := want.ServerOf()
 		var got Status
-		deadline := time.Now().Add(60 * time.Second)
-		for got, _ = m.Status(s); got.Phase != PhaseRunning || got.Cluster != "b"; got, _ = m.Status(s) {
-			if time.Now().After(deadline) {
-				break
+		testutil.EventuallyEvery(t, 100*time.Millisecond, 60*time.Second, want.User+" running in b", func() error {
+			if got, _ = m.Status(s); got.Phase != PhaseRunning || got.Cluster != "b" {
+				return fmt.Errorf("%s in %q", got.Phase, got.Cluster)
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 		if got.Phase != PhaseRunning || got.Cluster != "b" || got.URL != want.URL {
 			t.Errorf("%s once b is back: %s in %q at %s (%s: %.200s); want running in b at %s", want.User, got.Phase, got.Cluster, got.URL, got.Reason, got.Message, want.URL)
 		}

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -205,13 +206,18 @@ func idlePod(t *testing.T, ctx context.Context, pods *reflector.Pods, ns, name s
 // cachedAt waits until pods caches version rv of pod ns/name.
 func cachedAt(t *testing.T, ctx context.Context, pods *reflector.Pods, ns, name, rv string) {
 	t.Helper()
-	for ctx.Err() == nil {
-		if p, ok, _ := pods.Get(ctx, ns, name); ok && p.ResourceVersion == rv {
-			return
+	testutil.EventuallyEvery(t, 10*time.Millisecond, time.Minute, "version "+rv+" of "+ns+"/"+name+" in the cache", func() error {
+		p, ok, err := pods.Get(ctx, ns, name)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			return errors.New("not cached")
+		case p.ResourceVersion != rv:
+			return fmt.Errorf("version %s cached", p.ResourceVersion)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("the cache never held version %s of %s/%s", rv, ns, name)
+		return nil
+	})
 }
 
 // TestStartReturnsNilOnShutdown: a Manager whose ctx ends returns nil

@@ -73,23 +73,19 @@ func TestManagerAdoptKubeSpawner(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := naming.Server{Username: c.User.Name, Servername: c.ServerName}
-	var ip string
-	for ctx.Err() == nil {
-		p, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ip = p.Status.PodIP; ip != "" && p.Status.Phase == corev1.PodRunning {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+	running, err := cluster.WaitForPod(ctx, ns, pod.Name, func(p *corev1.Pod) (bool, error) {
+		return p != nil && p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning, nil
+	})
+	if err != nil {
+		t.Fatalf("the KubeSpawner pod never ran: %v", err)
 	}
+	ip := running.Status.PodIP
 
 	t.Run("without the option", func(t *testing.T) {
 		m, stop := runManager(t, Options{Config: baseConfig(ns)})
 		defer stop()
 		<-m.ready
-		time.Sleep(500 * time.Millisecond)
+		settle(t, m)
 		if st, err := m.Status(srv); err == nil {
 			t.Fatalf("a KubeSpawner pod was adopted without AdoptKubeSpawner: %+v", st)
 		}

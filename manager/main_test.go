@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -137,4 +139,35 @@ func unstarted(t *testing.T, ctx context.Context, ns string) (*Manager, *reflect
 	t.Cleanup(q.ShutDown)
 	m.cells[0].pods, m.queue = &podSet{handles: []*reflector.Pods{pods}}, q
 	return m, pods, q
+}
+
+// settle has m look at every server again (a resync pass, as its own
+// loop makes) and waits until that look is through: nothing queued, no
+// worker inside a reconcile, no operation in flight, and no reconcile
+// begun between two checks. What m does on its own about the cluster's
+// present state it has done when settle returns: the positive signal a
+// test waits for before it checks that something did not happen.
+func settle(t *testing.T, m *Manager) {
+	t.Helper()
+	m.resync(t.Context())
+	last := int64(-1)
+	testutil.Eventually(t, 60*time.Second, "the Manager to settle", func() error {
+		m.mu.Lock()
+		q, ops := m.queue, len(m.ops)
+		m.mu.Unlock()
+		n := m.reconciles.Load()
+		began := n != last
+		last = n
+		switch {
+		case q != nil && q.Len() > 0:
+			return fmt.Errorf("%d servers queued", q.Len())
+		case m.busy.Load() > 0:
+			return errors.New("a worker inside a reconcile")
+		case ops > 0:
+			return fmt.Errorf("%d operations in flight", ops)
+		case began:
+			return errors.New("a reconcile began since the last check")
+		}
+		return nil
+	})
 }

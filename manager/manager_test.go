@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -767,12 +768,10 @@ func TestManagerSeesAnExitAtTheEndOfAStart(t *testing.T) {
 			t.Errorf("making pod %s/%s exit: %v", pod.Namespace, pod.Name, err)
 			return url
 		}
-		for ctx.Err() == nil {
-			if p, ok, err := pods.Get(ctx, pod.Namespace, pod.Name); err == nil && ok && p.Phase == corev1.PodFailed {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		_ = wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			p, ok, err := pods.Get(ctx, pod.Namespace, pod.Name)
+			return err == nil && ok && p.Phase == corev1.PodFailed, nil
+		})
 		return url
 	}}
 	m, _ := runManager(t, Options{Config: baseConfig(ns), Hooks: hooks, ResyncInterval: time.Hour})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
@@ -62,18 +64,13 @@ func createRunning(t *testing.T, ctx context.Context, pod *corev1.Pod) *corev1.P
 	if _, err := cluster.Client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for ctx.Err() == nil {
-		p, err := cluster.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning {
-			return p
-		}
-		time.Sleep(100 * time.Millisecond)
+	p, err := cluster.WaitForPod(ctx, pod.Namespace, pod.Name, func(p *corev1.Pod) (bool, error) {
+		return p != nil && p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning, nil
+	})
+	if err != nil {
+		t.Fatalf("planted pod %s/%s never ran: %v", pod.Namespace, pod.Name, err)
 	}
-	t.Fatalf("planted pod %s/%s never ran", pod.Namespace, pod.Name)
-	return nil
+	return p
 }
 
 // logLines collects the lines a Manager logs.
@@ -155,8 +152,7 @@ func expectIgnored(t *testing.T, m *Manager, srv naming.Server) {
 	if before < 1 {
 		t.Fatalf("untrusted pods counted %v times, want at least the planted one", before)
 	}
-	m.resync(t.Context())
-	time.Sleep(300 * time.Millisecond)
+	settle(t, m)
 	if st, err := m.Status(srv); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a planted pod was adopted as %v's server: %+v (%v)", srv, st, err)
 	}
@@ -411,7 +407,12 @@ func TestDeleteForeverForgetsAndWaitsForTheClaim(t *testing.T) {
 	}
 	released := make(chan time.Time, 1)
 	go func() {
-		time.Sleep(1500 * time.Millisecond)
+		// Released only once DeleteForever has asked the claim to go: it
+		// must then wait for the finalizer.
+		_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			c, err := claims.Get(ctx, claim.Name, metav1.GetOptions{})
+			return err != nil || c.DeletionTimestamp != nil, nil
+		})
 		for range 20 {
 			c, err := claims.Get(context.Background(), claim.Name, metav1.GetOptions{})
 			if err != nil {
@@ -525,7 +526,9 @@ func TestCompactionAndAPIServerRestart(t *testing.T) {
 			_ = c.StartAPIServer()
 		}
 	})
-	time.Sleep(2 * time.Second)
+	testutil.Eventually(t, 30*time.Second, "the Manager's pod informer to see the outage", testutil.True(func() bool {
+		return !m.Health().Pods.Healthy()
+	}))
 	if err := c.StartAPIServer(); err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +540,7 @@ func TestCompactionAndAPIServerRestart(t *testing.T) {
 	}))
 	h := m.Health().Pods
 	t.Logf("the Manager's pod informer healthy %s after the API server came back (watch errors %d, the last: %v)", time.Since(back).Round(100*time.Millisecond), h.WatchErrors, h.LastError)
-	time.Sleep(2 * time.Second) // a spurious status would show by now (resync every 300 ms)
+	settle(t, m)
 	for _, s := range servers {
 		phases, _ := watches[s.Username].snapshot()
 		for _, p := range phases {
@@ -619,27 +622,29 @@ func TestHealthDuringShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
-	reads := make(chan int, 1)
+	var n atomic.Int64
+	reading := make(chan struct{})
 	go func() {
-		n := 0
+		defer close(reading)
 		for {
 			select {
 			case <-stop:
-				reads <- n
 				return
 			default:
 				_ = m.Health()
-				n++
+				n.Add(1)
 			}
 		}
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// The reads are under way before the shutdown begins.
+	testutil.Eventually(t, 10*time.Second, "a hundred reads of Health", testutil.True(func() bool { return n.Load() >= 100 }))
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	close(stop)
-	if n := <-reads; n == 0 {
+	<-reading
+	if n.Load() == 0 {
 		t.Fatal("Health was never read")
 	}
 	if h := m.Health(); h.Running || h.Pods.Synced {

@@ -24,6 +24,7 @@ func TestGoneWatchIsUnhealthyUntilRelisted(t *testing.T) {
 	h := newHealth(fc)
 	h.attempt(callList, nil)
 	h.s.Synced = true
+	fc.Step(time.Millisecond) // the watch's error comes after the list
 	fake := watch.NewFake()
 	w := watchWithHealth(fake, h)
 	go func() {
