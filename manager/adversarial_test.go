@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -77,6 +78,7 @@ func TestAdvPollDuringStartNeverDeletesTheNewPod(t *testing.T) {
 		fresh := newSpawner(t, srv, baseConfig(ns))
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
+		var polls atomic.Int64
 		for range 3 {
 			wg.Go(func() {
 				for {
@@ -86,13 +88,15 @@ func TestAdvPollDuringStartNeverDeletesTheNewPod(t *testing.T) {
 					default:
 					}
 					_, _ = poller.Poll(ctx)
-					time.Sleep(time.Millisecond)
+					polls.Add(1)
+					time.Sleep(time.Millisecond) // paces the pollers: not a wait
 				}
 			})
 		}
 		url, err := fresh.Start(ctx, hubStart())
 		// Keep polling a while after the start.
-		time.Sleep(300 * time.Millisecond)
+		after := polls.Load()
+		testutil.Eventually(t, 30*time.Second, "thirty Polls after the start", testutil.True(func() bool { return polls.Load() >= after+30 }))
 		close(stop)
 		wg.Wait()
 		if err != nil {
@@ -113,7 +117,7 @@ func TestAdvPollDuringStartNeverDeletesTheNewPod(t *testing.T) {
 
 func TestAdvManagerStopWhileTheStartSucceeds(t *testing.T) {
 	ns := newNamespace(t)
-	entered := make(chan struct{})
+	entered, hookDone := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	hooks := spawner.Hooks{PodURL: func(_ *spawner.Spawner, _ *reflector.Pod, def string) string {
 		first := false
@@ -121,6 +125,7 @@ func TestAdvManagerStopWhileTheStartSucceeds(t *testing.T) {
 		if first {
 			close(entered)
 			time.Sleep(500 * time.Millisecond) // a slow hook: the start has succeeded
+			close(hookDone)
 		}
 		return def
 	}}
@@ -140,7 +145,10 @@ func TestAdvManagerStopWhileTheStartSucceeds(t *testing.T) {
 	if err != nil || st.Phase != PhaseStopped {
 		t.Fatalf("Stop = %+v, %v", st, err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Whatever the start does once its hook returns, it has done when
+	// the Manager has settled.
+	<-hookDone
+	settle(t, m)
 	phases, _ := w.snapshot()
 	for i, p := range phases {
 		if p == PhaseStopping {
@@ -222,6 +230,8 @@ func TestAdvManagerStopRacesSpawn(t *testing.T) {
 		if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
 			t.Fatalf("round %d: Spawn = %v", i, err)
 		}
+		// Staggers the Stop across the start's steps, round by round: the
+		// race itself, not a wait.
 		time.Sleep(time.Duration(i*15) * time.Millisecond)
 		st, err := m.Stop(ctx, s, spawner.StopOptions{Now: true})
 		if err != nil || st.Phase != PhaseStopped {
@@ -263,7 +273,7 @@ func TestAdvManagerDeleteForeverRacesSpawn(t *testing.T) {
 		var wg sync.WaitGroup
 		wg.Go(func() { delErr = m.DeleteForever(ctx, s) })
 		wg.Go(func() {
-			time.Sleep(time.Duration(i) * time.Millisecond)
+			time.Sleep(time.Duration(i) * time.Millisecond) // staggers the race round by round
 			_, started, spawnErr = m.Spawn(ctx, s, SpawnOptions{})
 		})
 		wg.Wait()
@@ -335,7 +345,11 @@ profile_list:
 	}
 	stopDone := make(chan error, 1)
 	go func() { _, err := m1.Stop(ctx, stopping, spawner.StopOptions{}); stopDone <- err }()
-	time.Sleep(5 * time.Millisecond)
+	// The shutdown comes once the Stop has begun.
+	testutil.Eventually(t, 30*time.Second, "the Stop of "+stopping.Username+" to begin", testutil.True(func() bool {
+		st, _ := m1.Status(stopping)
+		return st.Phase == PhaseStopping || st.Phase == PhaseStopped
+	}))
 	stop1()
 	stopErr := <-stopDone
 	t.Logf("Stop racing the shutdown: %v", stopErr)
@@ -405,11 +419,15 @@ func TestAdvManagerSpawnDuringShutdown(t *testing.T) {
 				}
 			})
 		}
+		// The shutdown comes a little later each round, among the Spawns:
+		// the race itself, not a wait.
 		time.Sleep(time.Duration(50+round*40) * time.Millisecond)
 		stop()
 		close(quit)
 		wg.Wait()
 		before := m.List()
+		// Start has returned: nothing of the Manager runs that could say
+		// it is done, so only a window shows that nothing changes.
 		time.Sleep(500 * time.Millisecond)
 		after := m.List()
 		if len(before) != len(after) {
@@ -641,6 +659,7 @@ func TestAdvAPIServerOutage(t *testing.T) {
 	spDone := make(chan res, 1)
 	go func() { u, err := sp.Start(ctx, hubStart()); spDone <- res{u, err} }()
 
+	// An outage of ten seconds: its length is the point, no signal ends it.
 	time.Sleep(10*time.Second - time.Since(outage))
 	restore()
 	t.Logf("API server back after %s", time.Since(outage).Round(time.Millisecond))
@@ -667,8 +686,9 @@ func TestAdvAPIServerOutage(t *testing.T) {
 		}
 		t.Errorf("Spawn across the outage ended %s (%s: %s, exit %d)", stB.Phase, stB.Reason, stB.Message, code)
 	}
-	// A stayed running throughout.
-	time.Sleep(time.Second)
+	// A stayed running throughout: whatever the outage made the Manager
+	// report of A, it has reported when the Manager has settled.
+	settle(t, m)
 	phases, all := w.snapshot()
 	for i, p := range phases {
 		if p != PhaseRunning {

@@ -263,7 +263,10 @@ func TestWaitLeading(t *testing.T) {
 	t.Cleanup(reg3.Close)
 	c, stopC := runManager(t, Options{Config: baseConfig(ns), Registry: reg3, LeaderElection: le("c")})
 	go func() { waited <- c.WaitLeading(ctx) }()
-	time.Sleep(300 * time.Millisecond)
+	// c runs as a standby: its WaitLeading waits past WaitReady.
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
 	stopC()
 	select {
 	case err := <-waited:
