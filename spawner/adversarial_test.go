@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientretry "k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -114,7 +115,17 @@ func TestAdvStartWaitingForTheSlotFailsWithStartError(t *testing.T) {
 		t.Errorf("Start whose ctx ended waiting for the slot = %v (%T); want a *StartError, reason Cancelled, wrapping the ctx error", err, err)
 	}
 	dctx, dcancel := context.WithCancelCause(ctx)
-	go func() { time.Sleep(200 * time.Millisecond); dcancel(ErrDetach) }()
+	opSeq := func() uint64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.opSeq
+	}
+	began := opSeq()
+	go func() {
+		// Detached once the Start has begun: it then waits for the slot.
+		_ = wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) { return opSeq() > began, nil })
+		dcancel(ErrDetach)
+	}()
 	_, err = s.Start(dctx, hubStart())
 	if !errors.As(err, &se) || se.Reason != ReasonDetached || !errors.Is(err, ErrDetach) {
 		t.Errorf("Start detached while waiting for the slot = %v; want a *StartError, reason Detached", err)
@@ -146,6 +157,8 @@ func TestAdvSpawnerStopRacesStart(t *testing.T) {
 		opts.OnProgress = stream.Publish
 		started := make(chan error, 1)
 		go func() { _, err := s.Start(ctx, opts); started <- err }()
+		// Staggers the Stop across the start's steps, round by round: the
+		// race itself, not a wait.
 		time.Sleep(time.Duration(i*60) * time.Millisecond)
 		if err := s.Stop(ctx, StopOptions{Now: true}); err != nil {
 			t.Fatalf("round %d: Stop = %v", i, err)
@@ -210,7 +223,7 @@ func TestAdvCloseDuringStop(t *testing.T) {
 		}
 		stopped := make(chan error, 1)
 		go func() { stopped <- s.Stop(ctx, StopOptions{}) }()
-		time.Sleep(time.Duration(i*5) * time.Millisecond)
+		time.Sleep(time.Duration(i*5) * time.Millisecond) // staggers Close across the Stop, round by round
 		closed := make(chan struct{})
 		go func() { s.Close(); close(closed) }()
 		select {
@@ -286,12 +299,16 @@ func TestAdvStartAfterDeleteForeverNeverMountsADyingClaim(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// The finalizer goes in two seconds, as a slow storage driver's
-	// would; DeleteForever waits for the claim to be gone.
+	// The finalizer goes once DeleteForever has asked the claim to go, as
+	// a slow storage driver's would; DeleteForever waits for the claim to
+	// be gone.
 	released := make(chan struct{})
 	go func() {
 		defer close(released)
-		time.Sleep(2 * time.Second)
+		_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			c, err := claims.Get(ctx, name, metav1.GetOptions{})
+			return err != nil || c.DeletionTimestamp != nil, nil
+		})
 		for range 10 {
 			c, err := claims.Get(context.Background(), name, metav1.GetOptions{})
 			if err != nil {

@@ -2,12 +2,13 @@ package spawner
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/spawnkit/spawnkit/naming"
 )
@@ -63,7 +64,8 @@ func TestProgressMessagesOperatorsShape(t *testing.T) {
 		} else {
 			cfg.EventMessageRules = []EventMessageRule{{Reason: "Scheduled", Match: `to (\S+)$`, Replace: "Your server was placed on $1"}}
 		}
-		s, err := New(naming.Server{Username: "ada"}, Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: cfg, Hooks: Hooks{
+		reg := sharedRegistry(t)
+		s, err := New(naming.Server{Username: "ada"}, Options{Client: cluster.Client, Registry: reg, Config: cfg, Hooks: Hooks{
 			ModifyPod: func(ctx context.Context, _ *Spawner, _ *corev1.Pod) error {
 				if !ReportProgress(ctx, "Preparing your project volume") {
 					t.Error("ReportProgress found no start in ModifyPod's ctx")
@@ -72,20 +74,19 @@ func TestProgressMessagesOperatorsShape(t *testing.T) {
 			},
 			// The scheduler's event and kwok's readiness race; the
 			// start shows the events it sees before the pod is ready.
-			// Wait (here, before the wait for readiness) until the API
-			// server has the Scheduled event, and the shared informer a
-			// moment to take it in, so that the test is of the rules,
-			// not of that race.
+			// Wait (here, before the wait for readiness) until the shared
+			// informer the start reads holds the Scheduled event, so that
+			// the test is of the rules, not of that race.
 			AfterPodCreated: func(ctx context.Context, _ *Spawner, pod *corev1.Pod) error {
-				for ctx.Err() == nil {
-					evs, err := cluster.Client.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(pod.UID) + ",reason=Scheduled"})
-					if err == nil && len(evs.Items) > 0 {
-						break
-					}
-					time.Sleep(50 * time.Millisecond)
+				events, err := reg.Events(ctx, pod.Namespace)
+				if err != nil {
+					return err
 				}
-				time.Sleep(300 * time.Millisecond)
-				return nil
+				defer events.Release()
+				return wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+					evs, err := events.ForUID(ctx, pod.UID)
+					return err == nil && slices.ContainsFunc(evs, func(ev *corev1.Event) bool { return ev.Reason == "Scheduled" }), nil
+				})
 			},
 			EventMessage: func(_ *Spawner, ev *corev1.Event, message string) (string, bool) {
 				return message + " (" + ev.Reason + ")", true

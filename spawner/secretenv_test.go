@@ -2,6 +2,7 @@ package spawner
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
@@ -201,16 +203,11 @@ func TestSecretEnvLifecycle(t *testing.T) {
 		if err := s.Stop(ctx, StopOptions{Now: true}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			_, err := secrets.Get(ctx, sec.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				break
+		testutil.EventuallyEvery(t, 100*time.Millisecond, 60*time.Second, "the Secret to go with its pod", func() error {
+			if _, err := secrets.Get(ctx, sec.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("the Secret is still there: %v", err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the Secret outlived its pod by a minute: %v", err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }

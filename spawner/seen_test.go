@@ -189,6 +189,8 @@ func (f *handDriven) start(t *testing.T, ctx context.Context, opts StartOptions)
 	case err := <-started:
 		t.Fatalf("Start ended before creating its pod: %v", err)
 	}
+	// The start's look at the cache reads no API and says nothing: only
+	// time lets it happen first.
 	time.Sleep(300 * time.Millisecond)
 	pod.ResourceVersion = "1"
 	f.pods.Add(pod)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 )
@@ -106,19 +107,16 @@ func TestUserNamespaceObjects(t *testing.T) {
 // the user namespace's quota.
 func waitUsed(t *testing.T, ns string, name corev1.ResourceName, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.EventuallyEvery(t, 100*time.Millisecond, 30*time.Second, fmt.Sprintf("the quota controller to count %s %s in %s", want, name, ns), func() error {
 		q, err := cluster.Client.CoreV1().ResourceQuotas(ns).Get(t.Context(), UserNamespaceQuotaName, metav1.GetOptions{})
-		if err == nil {
-			if used, ok := q.Status.Used[name]; ok && used.Cmp(resource.MustParse(want)) == 0 {
-				return
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the quota controller never counted %s %s in %s: %v %v", want, name, ns, q, err)
+		if used, ok := q.Status.Used[name]; !ok || used.Cmp(resource.MustParse(want)) != 0 {
+			return fmt.Errorf("used %v", q.Status.Used)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestQuotaRoomNamesEveryShortage is quotaRoom alone: every resource the
