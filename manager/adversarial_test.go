@@ -403,6 +403,7 @@ func TestAdvManagerSpawnDuringShutdown(t *testing.T) {
 		m, stop := runManager(t, Options{Config: cfg})
 		ctx := ctxTimeout(t, 60*time.Second)
 		var wg sync.WaitGroup
+		var spawned atomic.Int32
 		quit := make(chan struct{})
 		for g := range 4 {
 			wg.Go(func() {
@@ -416,12 +417,14 @@ func TestAdvManagerSpawnDuringShutdown(t *testing.T) {
 					if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
 						return // ErrNotRunning once the shutdown is through
 					}
+					spawned.Add(1)
 				}
 			})
 		}
-		// The shutdown comes a little later each round, among the Spawns:
-		// the race itself, not a wait.
-		time.Sleep(time.Duration(50+round*40) * time.Millisecond)
+		// The shutdown comes a little later each round, among the Spawns.
+		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("round %d: Spawns under way", round), testutil.True(func() bool {
+			return spawned.Load() >= int32(4+round*8)
+		}))
 		stop()
 		close(quit)
 		wg.Wait()

@@ -325,11 +325,12 @@ func stateField(t *testing.T, st serverStatus, key string) string {
 
 // podLog records every pod of a namespace the API server reports, from
 // before the test acts: which pods existed, and which container exit
-// codes they reported.
+// codes they reported. Its markers (see caughtUp) are not recorded.
 type podLog struct {
-	mu        sync.Mutex // guards uids and exitCodes
+	mu        sync.Mutex // guards uids, exitCodes and markers
 	uids      []types.UID
 	exitCodes []int32
+	markers   map[string]bool // marker pod names: reported yet?
 }
 
 func (e *e2eEnv) watchPods(t *testing.T) *podLog {
@@ -348,6 +349,11 @@ func (e *e2eEnv) watchPods(t *testing.T) *podLog {
 				continue
 			}
 			l.mu.Lock()
+			if _, ok := l.markers[pod.Name]; ok {
+				l.markers[pod.Name] = true
+				l.mu.Unlock()
+				continue
+			}
 			if !slices.Contains(l.uids, pod.UID) {
 				l.uids = append(l.uids, pod.UID)
 			}
@@ -364,6 +370,37 @@ func (e *e2eEnv) watchPods(t *testing.T) *podLog {
 		<-done
 	})
 	return l
+}
+
+// caughtUp creates a marker pod in the namespace and waits until the
+// watch has reported it: every pod created before it has been recorded
+// by then, as the watch reports changes in order. The marker is deleted
+// again and never recorded.
+func (l *podLog) caughtUp(t *testing.T, e *e2eEnv) {
+	t.Helper()
+	name := fmt.Sprintf("e2e-marker-%d", time.Now().UnixNano())
+	l.mu.Lock()
+	if l.markers == nil {
+		l.markers = map[string]bool{}
+	}
+	l.markers[name] = false
+	l.mu.Unlock()
+	pods := e.c.Client.CoreV1().Pods(e.ns)
+	marker := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.PodSpec{NodeName: "spawnkit-no-kubelet", Containers: []corev1.Container{{Name: "marker", Image: "marker"}}},
+	}
+	if _, err := pods.Create(t.Context(), marker, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, e2eTimeout, "the watch to report marker pod "+name, testutil.True(func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.markers[name]
+	}))
+	if err := pods.Delete(t.Context(), name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (l *podLog) seen() (uids []types.UID, exitCodes []int32) {
@@ -559,7 +596,11 @@ func TestE2EBadUserOptions(t *testing.T) {
 
 	resp, data := s.do(t, "POST", path, `{"user_options": {"profile": "nope"}}`)
 	wantError(t, resp, data, http.StatusBadRequest, reasonInvalidUserOptions)
-	time.Sleep(500 * time.Millisecond) // a pod created anyway would show by now
+	// No start was accepted, so none runs that could still make a pod;
+	// and every pod made before the marker has been reported.
+	resp, data = s.do(t, "GET", path, "")
+	wantError(t, resp, data, http.StatusNotFound, reasonNotFound)
+	pods.caughtUp(t, e)
 	list, err := e.c.Client.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -709,7 +750,11 @@ func TestE2EBoundedInput(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(500 * time.Millisecond) // a pod created anyway would show by now
+	// No start was accepted, so none runs that could still make a pod;
+	// and every pod made before the marker has been reported.
+	resp, data := s.do(t, "GET", "/v1/users/bounded/server", "")
+	wantError(t, resp, data, http.StatusNotFound, reasonNotFound)
+	pods.caughtUp(t, e)
 	if uids, _ := pods.seen(); len(uids) != 0 {
 		t.Errorf("refused starts left %d pods", len(uids))
 	}

@@ -18,6 +18,7 @@ import (
 	clientretry "k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
@@ -157,9 +158,12 @@ func TestAdvSpawnerStopRacesStart(t *testing.T) {
 		opts.OnProgress = stream.Publish
 		started := make(chan error, 1)
 		go func() { _, err := s.Start(ctx, opts); started <- err }()
-		// Staggers the Stop across the start's steps, round by round: the
-		// race itself, not a wait.
-		time.Sleep(time.Duration(i*60) * time.Millisecond)
+		// Round i stops the start after its i-th progress event (or once
+		// it ended): across its steps, round by round.
+		testutil.Eventually(t, 60*time.Second, fmt.Sprintf("round %d: %d progress events", i, i), testutil.True(func() bool {
+			evs, done := stream.Snapshot()
+			return len(evs) >= i || done
+		}))
 		if err := s.Stop(ctx, StopOptions{Now: true}); err != nil {
 			t.Fatalf("round %d: Stop = %v", i, err)
 		}

@@ -85,9 +85,11 @@ func TestStreamCloseEndsWaitingReaders(t *testing.T) {
 	got := make([][]string, 4)
 	for i := range got {
 		ch := st.Events(t.Context(), 0)
-		wg.Go(func() { got[i] = collect(t, ch) })
+		// Once a reader has had the one event there is, it waits for a
+		// change.
+		first := <-ch
+		wg.Go(func() { got[i] = append([]string{first.Message}, collect(t, ch)...) })
 	}
-	time.Sleep(20 * time.Millisecond) // the readers wait for a change
 	st.Close()
 	wg.Wait()
 	for i, g := range got {
