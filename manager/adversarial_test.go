@@ -230,9 +230,19 @@ func TestAdvManagerStopRacesSpawn(t *testing.T) {
 		if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
 			t.Fatalf("round %d: Spawn = %v", i, err)
 		}
-		// Staggers the Stop across the start's steps, round by round: the
-		// race itself, not a wait.
-		time.Sleep(time.Duration(i*15) * time.Millisecond)
+		// Round i stops the start after its i-th progress event (or once
+		// its progress ended): across its steps, round by round.
+		ectx, ecancel := context.WithCancel(ctx)
+		evs, err := m.Events(ectx, s)
+		if err != nil {
+			t.Fatalf("round %d: Events = %v", i, err)
+		}
+		for range i {
+			if _, ok := <-evs; !ok {
+				break
+			}
+		}
+		ecancel()
 		st, err := m.Stop(ctx, s, spawner.StopOptions{Now: true})
 		if err != nil || st.Phase != PhaseStopped {
 			t.Fatalf("round %d: Stop = %+v, %v", i, st, err)
