@@ -23,9 +23,7 @@
 // order, from the Registry's one handler, with no replay of pods cached
 // before it; once its remove function returns, the function is not called
 // again. Pods.OnChange registers a client-go event handler of its own.
-//
-// Objects returned are the cache's own, shared by every reader:
-// read-only.
+// Objects returned are the cache's own, shared by every reader: read-only.
 //
 // # The cache contract
 //
