@@ -68,9 +68,9 @@
 // Stop then deletes the pod with delete_grace_period (0 means 0) in one
 // request, with the cached pod's uid as precondition, and waits until the
 // API server no longer has it, bounded by its ctx and by stop_timeout
-// (ErrStopTimeout). A Start whose ctx is cancelled deletes its pod the
-// same way, unless the cause is ErrDetach: then it returns and leaves
-// everything for Resume, which waits for the existing pod to become ready.
+// (ErrStopTimeout). A Start whose ctx is cancelled with the cause
+// ErrDetach returns and leaves everything for Resume, which waits for the
+// existing pod to become ready.
 // Close is terminal: it cancels a start in flight with ErrClosed and
 // waits for it; every later call returns ErrClosed.
 //
