@@ -125,7 +125,7 @@ func TestClusterLabelsAndState(t *testing.T) {
 			if !ok || recorded.Cluster != tc.cluster {
 				t.Errorf("StateFromPod = %+v, %v; want Cluster %q", recorded, ok, tc.cluster)
 			}
-			if raw := o.Pod.Annotations[StateAnnotation]; tc.cluster == "" && strings.Contains(raw, `"cluster"`) {
+			if raw := o.Pod.Annotations[naming.AnnotationState]; tc.cluster == "" && strings.Contains(raw, `"cluster"`) {
 				t.Errorf("the state annotation names a cluster without one: %s", raw)
 			}
 		})

@@ -143,7 +143,7 @@
 // code (with Reason Exited or OOMKilled, or Evicted); no pod is exit code
 // 1. A stopped pod is deleted when delete_stopped_pods is on, with a UID
 // precondition so a newer pod of a racing Start is never touched. Every
-// pod records the State of its start in StateAnnotation (names, port,
+// pod records the State of its start in naming.AnnotationState (names, port,
 // SSL, services, pod_connect_ip, user id and options, start id; nothing
 // secret), so StateFromPod and LoadState rebuild the exact URL in another
 // process.
@@ -210,7 +210,7 @@
 // NetworkPolicy and ResourceQuota, the claim, the pod, the environment
 // and internal-SSL Secrets, the service) carries the label
 // naming.LabelCluster with that name, over any configured value, and
-// State.Cluster records it, in the pod's StateAnnotation too
+// State.Cluster records it, in the pod's naming.AnnotationState too
 // (StateFromPod returns it); LoadState keeps the Factory's cluster,
 // whatever the loaded state says. The option kubernetes_cluster (one
 // name or a list, in order of preference, checked at load and once a
