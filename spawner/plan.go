@@ -896,11 +896,14 @@ func withManagedBy(l map[string]string, cluster string) map[string]string {
 }
 
 // addManagedBy is withManagedBy for a map of the caller's own: it adds
-// the labels to l itself, over any configured value.
+// the labels to l itself, over any configured value. With a cluster, a
+// configured legacy cluster label (naming.LegacyLabelCluster) is dropped,
+// so that no label on the object names another cluster.
 func addManagedBy(l map[string]string, cluster string) map[string]string {
 	l[naming.LabelManagedBy] = naming.ManagedBySpawnkit
 	if cluster != "" {
 		l[naming.LabelCluster] = cluster
+		delete(l, naming.LegacyLabelCluster)
 	}
 	return l
 }
