@@ -67,7 +67,7 @@ type Pod struct {
 
 // keptAnnotationPrefixes are the prefixes of the annotation keys a cached
 // Pod keeps.
-var keptAnnotationPrefixes = [...]string{"hub.jupyter.org/", "spawnkit.dev/"}
+var keptAnnotationPrefixes = [...]string{"hub.jupyter.org/", naming.Domain}
 
 // PodCondition is a pod condition as a cached Pod keeps it (its type is
 // the field that holds it).

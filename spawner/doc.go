@@ -81,7 +81,7 @@
 // code; no pod is exit code 1. delete_stopped_pods deletes a stopped pod
 // with a UID precondition, so a newer pod of a racing Start is never
 // touched. Every pod records its start's State (nothing secret) in
-// StateAnnotation, so StateFromPod and LoadState rebuild its URL in
+// naming.AnnotationState, so StateFromPod and LoadState rebuild its URL in
 // another process.
 //
 // StartOptions.OnProgress is called with every step before Start returns;
