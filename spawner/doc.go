@@ -8,8 +8,7 @@
 // configuration (NewFactory checks it once) and one Spawner per server
 // (Factory.New), calls Start, Poll and Stop, and keeps State in its
 // database. LoadState restores it; its names win over today's templates.
-// What changes per start (token, environment, user options) is in
-// StartOptions.
+// StartOptions holds what changes per start (token, env, user options).
 //
 // # Start
 //
@@ -42,7 +41,9 @@
 //
 // Object names can collide (the safe slug scheme keeps 32 bits of a
 // hash), so every object a start creates carries the raw user and server
-// names in annotations, and pods and claims the id of their start. Before
+// names in annotations, and pods and claims the id of their start,
+// written after any configured annotation so no configuration forges
+// them. Before
 // deleting, replacing or reusing a pod, claim, secret or service, a
 // Spawner compares those annotations with its own server: another
 // server's object is a *CollisionError and nothing is deleted or mounted.
