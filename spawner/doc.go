@@ -4,11 +4,10 @@
 // KubeSpawner's configuration (options, profiles, validation, loading) is
 // documented with package kubespawner.
 //
-// A hub creates one reflector.Registry, one Factory for its
-// configuration (NewFactory checks it once) and one Spawner per server
-// (Factory.New), calls Start, Poll and Stop, and keeps State in its
-// database. LoadState restores it; its names win over today's templates.
-// StartOptions holds what changes per start (token, env, user options).
+// A hub creates one reflector.Registry, one Factory for its configuration
+// (NewFactory checks it once) and one Spawner per server (Factory.New),
+// calls Start (StartOptions: what changes per start), Poll and Stop, and
+// keeps State in its database. LoadState restores it; its names win.
 //
 // # Start
 //
