@@ -235,6 +235,13 @@ func (p *Pod) ownStrings(meta bool) {
 			}
 		}
 	}
+	packStrings(fields)
+}
+
+// packStrings copies the strings fields point to into one allocation and
+// points each field at its copy. A string that two fields share stays
+// one.
+func packStrings(fields []*string) {
 	n := 0
 	for _, f := range fields {
 		n += len(*f)
