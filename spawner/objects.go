@@ -100,7 +100,7 @@ func (s *Spawner) ensurePVC(ctx context.Context, run *startRun, obj *corev1.Pers
 		if !annotated {
 			return nil // KubeSpawner's or a hand-made claim: a migrating hub keeps its users' homes
 		}
-		if existing.Annotations[StartIDAnnotation] == run.startID {
+		if existing.Annotations[naming.AnnotationStartID] == run.startID {
 			// Our own create landed although the client gave up on it.
 			run.claim, run.claimName = existing.UID, existing.Name
 		}
@@ -217,7 +217,7 @@ func (s *Spawner) podCreateFailed(ctx context.Context, run *startRun, api typedc
 	if err := s.checkOwner("Pod", existing, true); err != nil {
 		return nil, retry.Permanent(err)
 	}
-	if existing.Annotations[StartIDAnnotation] == run.startID {
+	if existing.Annotations[naming.AnnotationStartID] == run.startID {
 		return existing, nil
 	}
 	if err := s.deletePod(ctx, pods, sub, existing.Namespace, existing.Name, 0, existing.UID); err != nil {
@@ -406,7 +406,7 @@ func (s *Spawner) cleanupPod(ctx context.Context, run *startRun) error {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			if err == nil && p.Annotations[StartIDAnnotation] == run.startID {
+			if err == nil && p.Annotations[naming.AnnotationStartID] == run.startID {
 				found = p
 			}
 			return err
@@ -652,16 +652,23 @@ func computeOption(res corev1.ResourceName, limits bool) string {
 }
 
 // hasClusterLabel reports whether the labels have of an existing object
-// carry the cluster label of want (an object's labels as rendered), or
-// want has none.
+// carry the cluster label of want (an object's labels as rendered) under
+// its current key, or want has none. An object that names its cluster only
+// under naming.LegacyLabelCluster does not: its next update moves the key.
 func hasClusterLabel(have, want map[string]string) bool {
 	c, ok := want[naming.LabelCluster]
-	return !ok || have[naming.LabelCluster] == c
+	if !ok {
+		return true
+	}
+	got, ok := have[naming.LabelCluster]
+	_, legacy := have[naming.LegacyLabelCluster]
+	return ok && got == c && !legacy
 }
 
 // withClusterLabel is have, a copy's own labels, with want's cluster
 // label when it has one: an update of an object made before its hub had
-// several clusters names the cluster from then on.
+// several clusters names the cluster from then on, and one written under
+// the legacy key is moved to the current one.
 func withClusterLabel(have, want map[string]string) map[string]string {
 	c, ok := want[naming.LabelCluster]
 	if !ok {
@@ -670,6 +677,7 @@ func withClusterLabel(have, want map[string]string) map[string]string {
 	if have == nil {
 		have = map[string]string{}
 	}
+	delete(have, naming.LegacyLabelCluster)
 	have[naming.LabelCluster] = c
 	return have
 }

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
 
@@ -819,7 +820,7 @@ func (s *Spawner) resume(ctx context.Context, _ *StartOptions, em *emitter) (str
 		run.ns = ""
 		return "", fail(StepWait, ReasonCollision, err)
 	}
-	run.startID, run.pod = pod.Annotations.Get(StartIDAnnotation), pod.UID
+	run.startID, run.pod = pod.Annotations.Get(naming.AnnotationStartID), pod.UID
 	if rec, ok := StateFromPod(pod); ok {
 		s.LoadState(rec)
 	}
