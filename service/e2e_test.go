@@ -459,7 +459,8 @@ func TestE2EStartIsIdempotent(t *testing.T) {
 		t.Errorf("POST while running: %+v, want running at %s", st, last.data.URL)
 	}
 	// Had anything restarted the pod, a second one would appear within
-	// this second.
+	// this second. A marker pod would show only what was made before it,
+	// and a restart the Manager made later, on its own, has no signal.
 	time.Sleep(time.Second)
 	if again := e.podOf(t, st); again.UID != pod.UID || again.DeletionTimestamp != nil {
 		t.Errorf("the pod was replaced or is being deleted: UID %s then %s", pod.UID, again.UID)
