@@ -15,7 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
@@ -130,15 +132,18 @@ func TestStreamStartForwardsEventsWithoutWaking(t *testing.T) {
 // synced on empty lists, so pods and events arrive by the watches only.
 type handDriven struct {
 	pods, events *watch.FakeWatcher
-	created      chan *corev1.Pod
-	registry     *reflector.Registry
-	podCache     *reflector.Pods
-	s            *Spawner
+	// clock is the Spawner's: the start's wait sets its first timers on
+	// it just before its first look at the cache.
+	clock    *clocktesting.FakeClock
+	created  chan *corev1.Pod
+	registry *reflector.Registry
+	podCache *reflector.Pods
+	s        *Spawner
 }
 
 func newHandDriven(t *testing.T, ctx context.Context, user string) *handDriven {
 	t.Helper()
-	f := &handDriven{pods: watch.NewFake(), events: watch.NewFake(), created: make(chan *corev1.Pod, 1)}
+	f := &handDriven{pods: watch.NewFake(), events: watch.NewFake(), created: make(chan *corev1.Pod, 1), clock: clocktesting.NewFakeClock(time.Now())}
 	client := fake.NewClientset()
 	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) { return true, f.pods, nil })
 	client.PrependWatchReactor("events", func(k8stesting.Action) (bool, watch.Interface, error) { return true, f.events, nil })
@@ -153,7 +158,7 @@ func newHandDriven(t *testing.T, ctx context.Context, user string) *handDriven {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.registry.Close)
-	if f.s, err = New(naming.Server{Username: user}, Options{Client: client, Registry: f.registry, Config: baseConfig("ns")}); err != nil {
+	if f.s, err = New(naming.Server{Username: user}, Options{Client: client, Registry: f.registry, Config: baseConfig("ns"), Clock: f.clock}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.s.Close)
@@ -176,9 +181,9 @@ func newHandDriven(t *testing.T, ctx context.Context, user string) *handDriven {
 }
 
 // start runs f.s.Start(ctx, opts) in the background and, once its pod is
-// created and the start has had time to look at the cache (the fake
-// answers its remaining calls at once), sends the pod's add, pending, by
-// the pod watch. started receives Start's error.
+// created and the start waits for it (its first look at the cache comes
+// with its first timers), sends the pod's add, pending, by the pod watch.
+// started receives Start's error.
 func (f *handDriven) start(t *testing.T, ctx context.Context, opts StartOptions) (*corev1.Pod, <-chan error) {
 	t.Helper()
 	started := make(chan error, 1)
@@ -189,9 +194,9 @@ func (f *handDriven) start(t *testing.T, ctx context.Context, opts StartOptions)
 	case err := <-started:
 		t.Fatalf("Start ended before creating its pod: %v", err)
 	}
-	// The start's look at the cache reads no API and says nothing: only
-	// time lets it happen first.
-	time.Sleep(300 * time.Millisecond)
+	// The start's wait sets its timers and looks at the cache at once,
+	// without blocking in between.
+	testutil.EventuallyEvery(t, time.Millisecond, 10*time.Second, "the start's wait to set its timers", testutil.True(f.clock.HasWaiters))
 	pod.ResourceVersion = "1"
 	f.pods.Add(pod)
 	return pod, started
