@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
@@ -118,14 +119,20 @@ func TestAdvPollDuringStartNeverDeletesTheNewPod(t *testing.T) {
 
 func TestAdvManagerStopWhileTheStartSucceeds(t *testing.T) {
 	ns := newNamespace(t)
-	entered, hookDone := make(chan struct{}), make(chan struct{})
+	entered, stopBegun, hookDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var once sync.Once
+	// A slow hook: the start has succeeded, and the hook returns only
+	// once the Stop has begun.
 	hooks := spawner.Hooks{PodURL: func(_ *spawner.Spawner, _ *reflector.Pod, def string) string {
 		first := false
 		once.Do(func() { first = true })
 		if first {
 			close(entered)
-			time.Sleep(500 * time.Millisecond) // a slow hook: the start has succeeded
+			select {
+			case <-stopBegun:
+			case <-time.After(30 * time.Second):
+				t.Error("the Stop did not begin while the start was in its PodURL hook")
+			}
 			close(hookDone)
 		}
 		return def
@@ -133,6 +140,13 @@ func TestAdvManagerStopWhileTheStartSucceeds(t *testing.T) {
 	m, _ := runManager(t, Options{Config: baseConfig(ns), Hooks: hooks})
 	ctx := ctxTimeout(t, 60*time.Second)
 	s := naming.Server{Username: "adv-stop-ready"}
+	go func() {
+		defer close(stopBegun)
+		_ = wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
+			st, _ := m.Status(s)
+			return st.Phase == PhaseStopping || st.Phase == PhaseStopped, nil
+		})
+	}()
 	w := watchServer(ctx, m, s)
 	if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
 		t.Fatal(err)
