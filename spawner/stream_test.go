@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 // collect reads ch until it closes, or fails the test after a while.
@@ -52,8 +54,14 @@ func TestStreamReadersSeeEveryEventInOrder(t *testing.T) {
 			mid = st.Events(ctx, 0)
 		}
 		st.Publish(ProgressEvent{Message: fmt.Sprint("step ", i)})
-		if i%5 == 0 {
-			time.Sleep(time.Millisecond) // let readers catch up and wait again
+		if i%5 == 0 && i < n/2 {
+			// The ahead reader, with nothing to send yet, waits again
+			// before the next event.
+			testutil.Eventually(t, 10*time.Second, "the ahead reader to wait again", testutil.True(func() bool {
+				st.mu.Lock()
+				defer st.mu.Unlock()
+				return st.changed != nil
+			}))
 		}
 	}
 	st.Publish(ProgressEvent{Message: "ready", Ready: true})
