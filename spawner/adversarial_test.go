@@ -227,7 +227,22 @@ func TestAdvCloseDuringStop(t *testing.T) {
 		}
 		stopped := make(chan error, 1)
 		go func() { stopped <- s.Stop(ctx, StopOptions{}) }()
-		time.Sleep(time.Duration(i*5) * time.Millisecond) // staggers Close across the Stop, round by round
+		// Close comes across the Stop, round by round: at once, once the
+		// Stop has asked the pod to go, once the pod is gone.
+		if i > 0 {
+			testutil.Eventually(t, 30*time.Second, fmt.Sprintf("round %d: the Stop's progress", i), func() error {
+				p, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, s.State().PodName, metav1.GetOptions{})
+				switch {
+				case apierrors.IsNotFound(err):
+					return nil
+				case err != nil:
+					return err
+				case i == 1 && p.DeletionTimestamp != nil:
+					return nil
+				}
+				return errors.New("the pod is still there")
+			})
+		}
 		closed := make(chan struct{})
 		go func() { s.Close(); close(closed) }()
 		select {
