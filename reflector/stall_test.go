@@ -177,18 +177,18 @@ func TestWatchStallIsDetectedAndHealed(t *testing.T) {
 // returns when it saw it.
 func waitCached(t *testing.T, ctx context.Context, pods *Pods, ns, name string, cond func(*Pod) bool) time.Time {
 	t.Helper()
-	return waitFor(t, ctx, pods, ns, name, func(p *Pod, ok bool) bool { return ok && cond(p) })
+	return waitCache(t, ctx, pods, ns, name, func(p *Pod, ok bool) bool { return ok && cond(p) })
 }
 
 // waitGone waits until the cache no longer holds ns/name.
 func waitGone(t *testing.T, ctx context.Context, pods *Pods, ns, name string) time.Time {
 	t.Helper()
-	return waitFor(t, ctx, pods, ns, name, func(_ *Pod, ok bool) bool { return !ok })
+	return waitCache(t, ctx, pods, ns, name, func(_ *Pod, ok bool) bool { return !ok })
 }
 
-// waitFor waits, as long as ctx allows, until cond holds for what the
+// waitCache waits, as long as ctx allows, until cond holds for what the
 // cache has of ns/name, and returns when it saw it.
-func waitFor(t *testing.T, ctx context.Context, pods *Pods, ns, name string, cond func(*Pod, bool) bool) time.Time {
+func waitCache(t *testing.T, ctx context.Context, pods *Pods, ns, name string, cond func(*Pod, bool) bool) time.Time {
 	t.Helper()
 	d := time.Minute
 	if dl, ok := ctx.Deadline(); ok {
