@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -238,58 +237,6 @@ type EventMessageRule struct {
 	Drop    bool   `json:"drop"`
 }
 
-// eventRules are a start's event_message_rules, compiled once per start
-// (a Config is shared by concurrent starts and never written).
-type eventRules []compiledRule
-
-type compiledRule struct {
-	EventMessageRule
-	re *regexp.Regexp // nil: any message
-}
-
-// compileEventRules compiles rules; validate has checked them, so a rule
-// that does not compile (a Go-built Config never validated) is skipped.
-func compileEventRules(rules []EventMessageRule) eventRules {
-	out := make(eventRules, 0, len(rules))
-	for _, r := range rules {
-		c := compiledRule{EventMessageRule: r}
-		if r.Match != "" {
-			re, err := regexp.Compile(r.Match)
-			if err != nil {
-				continue
-			}
-			c.re = re
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
-// message applies the rules in order: the first that matches decides
-// what the event says (keep false: nothing).
-func (rs eventRules) message(reason, message string) (shown string, keep bool) {
-	for _, r := range rs {
-		if r.Reason != "" && r.Reason != reason {
-			continue
-		}
-		var m []int
-		if r.re != nil {
-			if m = r.re.FindStringSubmatchIndex(message); m == nil {
-				continue
-			}
-		}
-		switch {
-		case r.Drop:
-			return "", false
-		case r.re == nil:
-			return r.Replace, true
-		default:
-			return string(r.re.ExpandString(nil, r.Replace, message, m)), true
-		}
-	}
-	return message, true
-}
-
 // NetworkPolicyConfig is network_policy: z2jh's
 // singleuser.networkPolicy, for user namespaces, whose hub and proxy run
 // in the hub's namespace. Every field but enabled has z2jh's default.
@@ -331,12 +278,6 @@ type NetworkPolicyConfig struct {
 // monitoring agent, an error that prints the pod) would otherwise read
 // the token, and with it act as the user.
 var DefaultSecretEnv = []string{"JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN"}
-
-// EnvSecretName is the name of the environment Secret of the pod named
-// pod: the pod's name and ".env". A pod name has no dot under the
-// default templates, so it never collides with another server's
-// internal-SSL Secret (named as the pod).
-func EnvSecretName(pod string) string { return pod + ".env" }
 
 // podOptionKeys are the KubeSpawner options that are make_pod arguments.
 var podOptionKeys = []string{
@@ -502,13 +443,6 @@ func (c *Config) validate() error {
 		return &ConfigError{Errs: errs}
 	}
 	return nil
-}
-
-func boolOr(b *bool, def bool) bool {
-	if b == nil {
-		return def
-	}
-	return *b
 }
 
 // namingOptions maps the naming options onto naming.Options.

@@ -110,19 +110,6 @@ func podDropped(sent, created *corev1.Pod) ([]string, error) {
 	return dropped, nil
 }
 
-// droppedRoots are the paths allowed_dropped_fields entries start with.
-var droppedRoots = []string{"spec", "metadata.labels", "metadata.annotations"}
-
-// covered reports whether the allowed_dropped_fields entry a covers the
-// dropped field path f: "*", f itself, or a path f is beneath.
-func covered(f, a string) bool {
-	if a == "*" || f == a {
-		return true
-	}
-	rest, ok := strings.CutPrefix(f, a)
-	return ok && (rest[0] == '.' || rest[0] == '[')
-}
-
 // droppedFields lists the paths (under prefix) set in sent and missing in
 // got, two pointers to the same API struct type, in their JSON spelling.
 // It walks the typed structs, with what it needs of each type worked out

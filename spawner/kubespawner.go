@@ -224,19 +224,6 @@ func pyFloat(s string) (float64, error) {
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
-// pyFloatString formats f as Python's str(float).
-func pyFloatString(f float64) string {
-	if f == math.Trunc(f) && math.Abs(f) < 1e16 {
-		return strconv.FormatFloat(f, 'f', 1, 64)
-	}
-	s := strconv.FormatFloat(f, 'g', -1, 64)
-	if strings.Contains(s, "e") {
-		// Python: 1e-05, Go: 1e-05; Python 1e+16, Go 1e+16.
-		return s
-	}
-	return s
-}
-
 func mapKeys[V any](m map[string]V) func(func(string) bool) {
 	return func(yield func(string) bool) {
 		for k := range m {
@@ -297,18 +284,4 @@ func decodeEnvironment(raw json.RawMessage) ([]EnvEntry, map[string]string, erro
 		out = append(out, EnvEntry{Name: name, Value: v})
 	}
 	return out, strs, nil
-}
-
-// envDict is an ordered dict with Python's semantics: setting a key that
-// exists keeps its position.
-type envDict []EnvEntry
-
-func (d *envDict) set(name string, v any) {
-	for i := range *d {
-		if (*d)[i].Name == name {
-			(*d)[i].Value = v
-			return
-		}
-	}
-	*d = append(*d, EnvEntry{Name: name, Value: v})
 }

@@ -41,7 +41,7 @@ func (e *PlacementError) Error() string {
 // ProfileListFunc, as ProfileNamespaces declares them. open names the
 // first unlisted choice whose override makes the namespace the user's
 // typed value: no list can hold those.
-func (c *Config) profileNamespaces() (namespaces []string, open string) {
+func profileNamespaces(c *Config) (namespaces []string, open string) {
 	if c.ProfileListFunc != nil {
 		return slices.Clone(c.ProfileNamespaces), ""
 	}

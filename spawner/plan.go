@@ -195,8 +195,9 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 			// init.
 			st.Namespace, names.Namespace = cfg.Namespace, cfg.Namespace
 		}
-	} else if err := noProfileList(opts.UserOptions); err != nil {
-		return nil, err
+	} else if p := opts.UserOptions["profile"]; p != "" {
+		// Resolve's error, without a copy of the configuration.
+		return nil, &ProfileError{Profile: p, Msg: fmt.Sprintf("profile %q requested, but no profile_list is configured", p)}
 	}
 	if err := checkCluster(cluster, cfg, server); err != nil {
 		return nil, err
@@ -382,45 +383,16 @@ func withProfile(ctx context.Context, base, initCfg *Config, opts *StartOptions)
 	return cfg, nil
 }
 
-// atInit is base as KubeSpawner's __init__ leaves it, before any
-// profile applies: port 0 is 8888 and working_dir is expanded. A
-// profile's port or working_dir, applied later, is used as it is, and
-// its name templates and namespace come too late to change the names.
-//
+// atInit is base as KubeSpawner's __init__ leaves it (Config.AtInit).
 // With nothing to change (no port 0, no working_dir, no hub attributes
-// (resolves) and no profile list
-// whose merge the loaded options feed) it is base itself: plan only reads
-// the configuration it renders from, and a start then copies no
-// configuration.
+// (resolves) and no profile list whose merge the loaded options feed) it
+// is base itself: plan only reads the configuration it renders from, and
+// a start then copies no configuration.
 func atInit(base *Config, fields *naming.Fields, resolves bool) (*Config, error) {
 	if !resolves && base.Port != 0 && base.Pod.WorkingDir == "" && len(base.ProfileList) == 0 && base.ProfileListFunc == nil {
 		return base, nil
 	}
-	c := *base
-	if c.Port == 0 {
-		c.Port = 8888
-	}
-	if c.source != nil {
-		c.source = maps.Clone(c.source)
-		c.source["port"] = c.Port
-	}
-	if c.Pod.WorkingDir != "" {
-		syntax := naming.KubeSpawner
-		if c.TemplateSyntax == "go" {
-			syntax = naming.Go
-		}
-		wd, err := expandString(c.Pod.WorkingDir, *fields, syntax)
-		if err != nil {
-			return nil, fmt.Errorf("working_dir: %w", err)
-		}
-		c.Pod.WorkingDir = wd
-		for _, k := range []string{"working_dir", "singleuser_working_dir"} {
-			if _, ok := c.source[k]; ok {
-				c.source[k] = wd
-			}
-		}
-	}
-	return &c, nil
+	return base.AtInit(fields)
 }
 
 // StorageComponent is the component label of claims, as KubeSpawner's.
@@ -518,7 +490,7 @@ func render(cfg *Config, fields naming.Fields, syntax naming.Syntax) (*rendered,
 		}
 	}
 	if cfg.Pod.ServiceAccount != "" {
-		if r.serviceAccount, err = expandString(cfg.Pod.ServiceAccount, fields, syntax); err != nil {
+		if r.serviceAccount, err = cfg.Expand(cfg.Pod.ServiceAccount, fields); err != nil {
 			return nil, fmt.Errorf("service_account: %w", err)
 		}
 	}
@@ -536,13 +508,13 @@ func render(cfg *Config, fields naming.Fields, syntax naming.Syntax) (*rendered,
 			if syntax != naming.KubeSpawner {
 				break
 			}
-			if parts[i], err = expandString(p, fields, syntax); err != nil {
+			if parts[i], err = cfg.Expand(p, fields); err != nil {
 				return nil, fmt.Errorf("pod_connect_ip: %w", err)
 			}
 		}
 		r.connectHost = strings.Join(parts, ".")
 		if syntax != naming.KubeSpawner {
-			if r.connectHost, err = expandString(cfg.PodConnectIP, fields, syntax); err != nil {
+			if r.connectHost, err = cfg.Expand(cfg.PodConnectIP, fields); err != nil {
 				return nil, fmt.Errorf("pod_connect_ip: %w", err)
 			}
 		}
@@ -574,51 +546,6 @@ func checkRendered(cfg *Config, r *rendered) field.ErrorList {
 		}
 	}
 	return errs
-}
-
-// literalValues is m with its templated values emptied: the keys of
-// templated labels and annotations are not templates (KubeSpawner
-// expands values only), and a value without a field renders as itself,
-// so both can be checked before any server exists.
-func literalValues(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		if !isTemplate(v) {
-			out[k] = v
-		} else {
-			out[k] = ""
-		}
-	}
-	return out
-}
-
-// isTemplate reports whether s holds a template field in either syntax,
-// so it can only be checked once rendered.
-func isTemplate(s string) bool { return strings.Contains(s, "{") }
-
-func expandString(s string, fields naming.Fields, syntax naming.Syntax) (string, error) {
-	v, err := naming.ParseValue(s, syntax)
-	if err != nil {
-		return "", err
-	}
-	out, err := v.Expand(fields)
-	if err != nil {
-		return "", err
-	}
-	return out.(string), nil
-}
-
-// environmentEntries is `environment` in order: as loaded, or sorted by
-// name for a Config built in Go.
-func (c *Config) environmentEntries() []EnvEntry {
-	if c.environment != nil {
-		return c.environment
-	}
-	out := make([]EnvEntry, 0, len(c.Environment))
-	for _, k := range slices.Sorted(maps.Keys(c.Environment)) {
-		out = append(out, EnvEntry{Name: k, Value: c.Environment[k]})
-	}
-	return out
 }
 
 // serverEnv is KubeSpawner's get_env: the hub's env; the raw
