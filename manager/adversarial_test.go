@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spawnkit/spawnkit/spawner"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spawnkit/spawnkit/kubespawner"
+	"github.com/spawnkit/spawnkit/spawner"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -296,7 +298,7 @@ func TestAdvManagerDeleteForeverRacesSpawn(t *testing.T) {
 
 func TestAdvManagerShutdownMidStartAndMidStop(t *testing.T) {
 	ns := newNamespace(t)
-	cfg, err := spawner.LoadConfig([]byte(fmt.Sprintf(`
+	cfg, err := kubespawner.Load([]byte(fmt.Sprintf(`
 namespace: %s
 image: quay.io/jupyter/base-notebook:2024-01-01
 storage_pvc_ensure: true
@@ -503,7 +505,7 @@ func TestAdvManagerCollidingUsers(t *testing.T) {
 
 func TestAdvBadInput(t *testing.T) {
 	ns := newNamespace(t)
-	cfg, err := spawner.LoadConfig([]byte(fmt.Sprintf(`
+	cfg, err := kubespawner.Load([]byte(fmt.Sprintf(`
 namespace: %s
 image: quay.io/jupyter/base-notebook:2024-01-01
 profile_list:
@@ -565,7 +567,7 @@ profile_list:
 	}
 
 	// Nil maps and a nil Env on a bare Spawner.
-	s := newSpawner(t, naming.Server{Username: "adv-nil"}, spawner.Config{Namespace: ns, Pod: cfg.Pod})
+	s := newSpawner(t, naming.Server{Username: "adv-nil"}, kubespawner.Config{Namespace: ns, Pod: cfg.Pod})
 	if _, err := s.Start(ctx, spawner.StartOptions{}); err != nil {
 		t.Fatalf("Start with zero StartOptions: %v", err)
 	}
@@ -585,7 +587,7 @@ profile_list:
 	begin := time.Now()
 	_, err = huge.Start(ctx, opts)
 	var se *spawner.StartError
-	var le *spawner.LimitError
+	var le *kubespawner.LimitError
 	if !errors.As(err, &se) || se.Step != spawner.StepPlan || !errors.As(err, &le) || le.Limit != "MaxEnvValueBytes" {
 		t.Errorf("Start with a 2 MiB env = %v; want a StartError at the plan step with a LimitError of MaxEnvValueBytes", err)
 	}

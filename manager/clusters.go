@@ -5,17 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"k8s.io/utils/clock"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -37,7 +39,7 @@ type Cluster struct {
 	// cluster's own values (a pod_connect_ip the hub can reach, an image
 	// registry near it). Its profile list should be the same: a profile
 	// picks the cluster before the cluster's configuration applies.
-	Config *spawner.Config
+	Config *kubespawner.Config
 	// Retired marks a cluster that no new start goes to, kept only for
 	// the servers still running there (removed from the placement, or
 	// being emptied): they are recovered, reported, polled, watched and
@@ -121,10 +123,10 @@ type cell struct {
 	client   kubernetes.Interface
 	registry *reflector.Registry
 	factory  *spawner.Factory
-	cfg      spawner.Config // the factory's, defaulted
-	ownCfg   bool           // Cluster.Config was set
-	slots    chan struct{}  // start slots (ConcurrentSpawnLimit), nil for none
-	retired  bool           // Cluster.Retired: no start goes there
+	cfg      kubespawner.Config // the factory's, defaulted
+	ownCfg   bool               // Cluster.Config was set
+	slots    chan struct{}      // start slots (ConcurrentSpawnLimit), nil for none
+	retired  bool               // Cluster.Retired: no start goes there
 
 	// hooks and clock are the Manager's, for Factories of a start's
 	// own Config (factoryFor).
@@ -136,7 +138,7 @@ type cell struct {
 	// configured are the Factories of start Configs (SpawnOptions.Config)
 	// by the Config's address: a caller that keeps its Configs (the
 	// service, by content) makes each Factory once.
-	configured map[*spawner.Config]*spawner.Factory
+	configured map[*kubespawner.Config]*spawner.Factory
 	// badSince is when the informers were first seen unhealthy in a run
 	// of unhealthy checks (zero while healthy); down is set once that
 	// run is longer than ClusterDownAfter, downSince is when it began.
@@ -364,7 +366,7 @@ func (m *Manager) configNamesClusters() bool {
 
 // profilesName reports whether any profile or choice overrides
 // kubernetes_cluster.
-func profilesName(ps []spawner.Profile) bool {
+func profilesName(ps []kubespawner.Profile) bool {
 	named := false
 	eachClusterOverride(ps, func(string, any) { named = true })
 	return named
@@ -372,7 +374,7 @@ func profilesName(ps []spawner.Profile) bool {
 
 // eachClusterOverride calls f with each kubernetes_cluster override of a
 // profile list (where, and its value).
-func eachClusterOverride(ps []spawner.Profile, f func(where string, v any)) {
+func eachClusterOverride(ps []kubespawner.Profile, f func(where string, v any)) {
 	for _, p := range ps {
 		where := fmt.Sprintf("profile %q", p.Slug)
 		if p.Slug == "" {
@@ -432,7 +434,7 @@ func (m *Manager) checkClusterNames() error {
 				return
 			}
 			raw, jerr := json.Marshal(v)
-			var names spawner.ClusterNames
+			var names kubespawner.ClusterNames
 			if jerr != nil || names.UnmarshalJSON(raw) != nil {
 				return
 			}
@@ -805,7 +807,7 @@ const maxConfigured = 64
 
 // factoryFor is the Factory a start with Config cfg uses in cluster c:
 // c's own without one.
-func (m *Manager) factoryFor(c *cell, cfg *spawner.Config) (*spawner.Factory, error) {
+func (m *Manager) factoryFor(c *cell, cfg *kubespawner.Config) (*spawner.Factory, error) {
 	if cfg == nil {
 		return c.factory, nil
 	}
@@ -828,7 +830,7 @@ func (m *Manager) factoryFor(c *cell, cfg *spawner.Config) (*spawner.Factory, er
 		clear(c.configured)
 	}
 	if c.configured == nil {
-		c.configured = map[*spawner.Config]*spawner.Factory{}
+		c.configured = map[*kubespawner.Config]*spawner.Factory{}
 	}
 	c.configured[cfg] = f
 	return f, nil

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -43,7 +44,7 @@ type Options struct {
 	// else the cluster the server last ran in, else the default.
 	Placement func(ctx context.Context, req PlacementRequest) ([]string, error)
 	// Config is the base configuration; Spawn resolves profiles on it.
-	Config spawner.Config
+	Config kubespawner.Config
 	Hooks  spawner.Hooks
 	// ResyncInterval is how often every server is checked against the
 	// cache even without a pod event: a backstop, with up to 10% jitter.
@@ -139,9 +140,9 @@ type Manager struct {
 	// indexed across clusters (claims) and placed.
 	multi   bool
 	claims  claimIndex
-	factory *spawner.Factory // the default cluster's
-	cfg     spawner.Config   // the factory's, defaulted
-	lease   *leaseConfig     // nil without LeaderElection
+	factory *spawner.Factory   // the default cluster's
+	cfg     kubespawner.Config // the factory's, defaulted
+	lease   *leaseConfig       // nil without LeaderElection
 	metrics *metrics
 	// reconciles counts the servers the workers reconciled (tests check
 	// that a spawn costs none).
@@ -336,7 +337,7 @@ func New(opts Options) (*Manager, error) {
 
 // Config returns the Manager's base configuration (with defaults): the
 // default cluster's.
-func (m *Manager) Config() spawner.Config { return m.cfg }
+func (m *Manager) Config() kubespawner.Config { return m.cfg }
 
 // Factory returns the Factory the Manager makes its Spawners with (the
 // default cluster's), for a hub that plans or inspects servers the way

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spawnkit/spawnkit/spawner"
 	"net/http"
 	"slices"
 	"sort"
@@ -13,6 +12,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spawnkit/spawnkit/kubespawner"
+	"github.com/spawnkit/spawnkit/spawner"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -415,7 +417,7 @@ func TestManagerNeverRelistsInSteadyState(t *testing.T) {
 
 func TestManagerGracefulShutdownThenRecovery(t *testing.T) {
 	ns := newNamespace(t)
-	cfg, err := spawner.LoadConfig([]byte(fmt.Sprintf(`
+	cfg, err := kubespawner.Load([]byte(fmt.Sprintf(`
 namespace: %s
 image: quay.io/jupyter/base-notebook:2024-01-01
 profile_list:

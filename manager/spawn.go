@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -53,7 +54,7 @@ type SpawnOptions struct {
 	// touched: a server started under another Config keeps its pod, and
 	// its next start uses the new one (removing the pod it left under
 	// other names, as after a configuration change).
-	Config *spawner.Config
+	Config *kubespawner.Config
 	// Admit, when set, is called with the start's objects before
 	// anything is created (the caller's policy); an error refuses the
 	// start, as bad user options are (a *spawner.StartError at step

@@ -33,9 +33,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/reflector"
-	"github.com/spawnkit/spawnkit/spawner"
 )
 
 // e2eTimeout bounds each request (progress streams included) and each
@@ -134,7 +134,7 @@ func (e *e2eEnv) startServiceWith(t *testing.T, log logr.Logger, reg *prometheus
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := spawner.LoadConfig(data)
+	cfg, err := kubespawner.Load(data)
 	if err != nil {
 		t.Fatal(err)
 	}

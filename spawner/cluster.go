@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -18,11 +19,11 @@ var ErrOtherCluster = errors.New("the server belongs in another cluster")
 // configuration cfg places the server in other clusters: its objects
 // would be made where the hub does not look for them. Without a cluster
 // the option is the hub's to act on, not the Spawner's.
-func checkCluster(cluster string, cfg *Config, server naming.Server) error {
+func checkCluster(cluster string, cfg *kubespawner.Config, server naming.Server) error {
 	if cluster == "" || len(cfg.KubernetesCluster) == 0 || slices.Contains(cfg.KubernetesCluster, cluster) {
 		return nil
 	}
-	return &ProfileError{
+	return &kubespawner.ProfileError{
 		Msg: fmt.Sprintf("the configuration places server %q of user %q in kubernetes_cluster %q, which does not name this Factory's cluster %q",
 			server.Servername, server.Username, []string(cfg.KubernetesCluster), cluster),
 		Err: ErrOtherCluster,

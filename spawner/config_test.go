@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
@@ -44,7 +45,7 @@ func TestImagePullFailsOnTheSecondFailedPull(t *testing.T) {
 	} {
 		pod := status(tc.reason)
 		_, got := p.observe(reflector.NewPod(pod))
-		if r, _ := fatalReason(reflector.NewPod(pod), DefaultFatalReasons, ""); r != "" {
+		if r, _ := fatalReason(reflector.NewPod(pod), kubespawner.DefaultFatalReasons, ""); r != "" {
 			t.Errorf("step %d: %s is in DefaultFatalReasons; the pull rule should decide", i, r)
 		}
 		if got != tc.fatal {
@@ -58,16 +59,18 @@ func TestImagePullFailsOnTheSecondFailedPull(t *testing.T) {
 }
 
 func TestPlanRejectsBadTemplates(t *testing.T) {
-	for key, mutate := range map[string]func(*Config){
-		"volumes": func(c *Config) {
+	for key, mutate := range map[string]func(*kubespawner.Config){
+		"volumes": func(c *kubespawner.Config) {
 			c.Pod.Volumes = []corev1.Volume{{Name: "home", VolumeSource: corev1.VolumeSource{
 				HostPath: &corev1.HostPathVolumeSource{Path: "/data/{usrname}"}}}}
 		},
-		"volume_mounts":     func(c *Config) { c.Pod.VolumeMounts = []corev1.VolumeMount{{Name: "home", MountPath: "/home/{"}} },
-		"environment":       func(c *Config) { c.Environment = map[string]string{"X": "{nope}"} },
-		"extra_labels":      func(c *Config) { c.ExtraLabels = map[string]string{"x": "}"} },
-		"extra_annotations": func(c *Config) { c.ExtraAnnotations = map[string]string{"x": "{nope}"} },
-		"pod_connect_ip":    func(c *Config) { c.PodConnectIP = "{nope}.svc" },
+		"volume_mounts": func(c *kubespawner.Config) {
+			c.Pod.VolumeMounts = []corev1.VolumeMount{{Name: "home", MountPath: "/home/{"}}
+		},
+		"environment":       func(c *kubespawner.Config) { c.Environment = map[string]string{"X": "{nope}"} },
+		"extra_labels":      func(c *kubespawner.Config) { c.ExtraLabels = map[string]string{"x": "}"} },
+		"extra_annotations": func(c *kubespawner.Config) { c.ExtraAnnotations = map[string]string{"x": "{nope}"} },
+		"pod_connect_ip":    func(c *kubespawner.Config) { c.PodConnectIP = "{nope}.svc" },
 	} {
 		cfg := baseConfig("default")
 		mutate(&cfg)

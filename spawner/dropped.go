@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -63,7 +64,7 @@ func (s *Spawner) checkKept(ctx context.Context, sent, created *corev1.Pod, allo
 	}
 	var refused, let []string
 	for _, f := range dropped {
-		if slices.ContainsFunc(allowed, func(a string) bool { return covered(f, a) }) {
+		if slices.ContainsFunc(allowed, func(a string) bool { return kubespawner.DroppedAllowed(f, a) }) {
 			let = append(let, f)
 		} else {
 			refused = append(refused, f)

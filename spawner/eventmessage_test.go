@@ -9,11 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 )
 
 func TestEventRulesFirstMatchDecides(t *testing.T) {
-	rules := compileEventRules([]EventMessageRule{
+	rules := compileEventRules([]kubespawner.EventMessageRule{
 		{Reason: "Scheduled", Match: `to (?P<node>\S+)$`, Replace: "Your server was placed on ${node}"},
 		{Reason: "Pulling", Drop: true},
 		{Match: `(?i)back-off.*`, Replace: "Retrying: $0"},
@@ -44,7 +45,7 @@ func TestEventRulesAreChecked(t *testing.T) {
 		{"event_message_rules: [{reason: Scheduled}]", "event_message_rules[0].replace"},
 		{"event_message_rules: [{reson: Scheduled, drop: true}]", "reson"},
 	} {
-		if _, err := LoadConfig([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := kubespawner.Load([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("LoadConfig(%s) = %v, want an error naming %s", c.yaml, err, c.want)
 		}
 	}
@@ -59,9 +60,9 @@ func TestProgressMessagesOperatorsShape(t *testing.T) {
 		ns := newNamespace(t)
 		cfg := baseConfig(ns)
 		if drop {
-			cfg.EventMessageRules = []EventMessageRule{{Reason: "Scheduled", Drop: true}}
+			cfg.EventMessageRules = []kubespawner.EventMessageRule{{Reason: "Scheduled", Drop: true}}
 		} else {
-			cfg.EventMessageRules = []EventMessageRule{{Reason: "Scheduled", Match: `to (\S+)$`, Replace: "Your server was placed on $1"}}
+			cfg.EventMessageRules = []kubespawner.EventMessageRule{{Reason: "Scheduled", Match: `to (\S+)$`, Replace: "Your server was placed on $1"}}
 		}
 		s, err := New(naming.Server{Username: "ada"}, Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: cfg, Hooks: Hooks{
 			ModifyPod: func(ctx context.Context, _ *Spawner, _ *corev1.Pod) error {

@@ -3,6 +3,7 @@ package spawner
 import (
 	"fmt"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -11,23 +12,23 @@ import (
 // checkInputLimits refuses a start whose caller's input is beyond the
 // bounds, before the profile is resolved from it.
 func checkInputLimits(opts *StartOptions) error {
-	if n := len(opts.UserOptions); n > MaxUserOptions {
-		return &LimitError{Limit: "MaxUserOptions", Field: "the number of user options", Got: n, Max: MaxUserOptions}
+	if n := len(opts.UserOptions); n > kubespawner.MaxUserOptions {
+		return &kubespawner.LimitError{Limit: "MaxUserOptions", Field: "the number of user options", Got: n, Max: kubespawner.MaxUserOptions}
 	}
 	for k, v := range opts.UserOptions {
-		if len(k) > MaxUserOptionKeyBytes {
-			return &LimitError{Limit: "MaxUserOptionKeyBytes", Field: fmt.Sprintf("the length of user option name %.40q...", k), Got: len(k), Max: MaxUserOptionKeyBytes}
+		if len(k) > kubespawner.MaxUserOptionKeyBytes {
+			return &kubespawner.LimitError{Limit: "MaxUserOptionKeyBytes", Field: fmt.Sprintf("the length of user option name %.40q...", k), Got: len(k), Max: kubespawner.MaxUserOptionKeyBytes}
 		}
-		if len(v) > MaxUserOptionValueBytes {
-			return &LimitError{Limit: "MaxUserOptionValueBytes", Field: fmt.Sprintf("the length of user option %q", k), Got: len(v), Max: MaxUserOptionValueBytes}
+		if len(v) > kubespawner.MaxUserOptionValueBytes {
+			return &kubespawner.LimitError{Limit: "MaxUserOptionValueBytes", Field: fmt.Sprintf("the length of user option %q", k), Got: len(v), Max: kubespawner.MaxUserOptionValueBytes}
 		}
 	}
-	if n := len(opts.Env); n > MaxEnv {
-		return &LimitError{Limit: "MaxEnv", Field: "the number of environment variables", Got: n, Max: MaxEnv}
+	if n := len(opts.Env); n > kubespawner.MaxEnv {
+		return &kubespawner.LimitError{Limit: "MaxEnv", Field: "the number of environment variables", Got: n, Max: kubespawner.MaxEnv}
 	}
 	for _, e := range opts.Env {
-		if len(e.Value) > MaxEnvValueBytes {
-			return &LimitError{Limit: "MaxEnvValueBytes", Field: fmt.Sprintf("the length of environment variable %.64q", e.Name), Got: len(e.Value), Max: MaxEnvValueBytes}
+		if len(e.Value) > kubespawner.MaxEnvValueBytes {
+			return &kubespawner.LimitError{Limit: "MaxEnvValueBytes", Field: fmt.Sprintf("the length of environment variable %.64q", e.Name), Got: len(e.Value), Max: kubespawner.MaxEnvValueBytes}
 		}
 	}
 	return nil
@@ -42,8 +43,8 @@ func checkInputLimits(opts *StartOptions) error {
 // after the start was accepted.
 func checkFinalMetadata(o *Objects) error {
 	if o.Pod != nil {
-		if n := len(o.Pod.Annotations[StateAnnotation]); n > MaxStateBytes {
-			return &LimitError{Limit: "MaxStateBytes", Field: "the state record (" + StateAnnotation + ")", Got: n, Max: MaxStateBytes}
+		if n := len(o.Pod.Annotations[StateAnnotation]); n > kubespawner.MaxStateBytes {
+			return &kubespawner.LimitError{Limit: "MaxStateBytes", Field: "the state record (" + StateAnnotation + ")", Got: n, Max: kubespawner.MaxStateBytes}
 		}
 	}
 	type meta struct {
@@ -76,7 +77,7 @@ func checkFinalMetadata(o *Objects) error {
 		errs = append(errs, apivalidation.ValidateAnnotations(m.ann, p.Child("annotations"))...)
 	}
 	if len(errs) > 0 {
-		return &ConfigError{Errs: errs}
+		return &kubespawner.ConfigError{Errs: errs}
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/internal/retry"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -134,7 +135,7 @@ func (s *Spawner) ensurePVC(ctx context.Context, run *startRun, obj *corev1.Pers
 // "". KubeSpawner 7 looks only for servers whose saved state predates
 // version 7; spawnkit looks whenever the claim is not known, which finds
 // the same claims also for a hub that lost or never had that state.
-func (s *Spawner) legacyPVC(ctx context.Context, cfg *Config, want *corev1.PersistentVolumeClaim) (string, error) {
+func (s *Spawner) legacyPVC(ctx context.Context, cfg *kubespawner.Config, want *corev1.PersistentVolumeClaim) (string, error) {
 	legacy := s.names.LegacyPVC
 	if !boolOr(cfg.HandleLegacyNames, true) || !boolOr(cfg.RememberPVCName, true) ||
 		legacy == "" || legacy == want.Name || want.Name != s.names.PVC {

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
@@ -41,7 +42,7 @@ func (e *PlacementError) Error() string {
 // ProfileListFunc, as ProfileNamespaces declares them. open names the
 // first unlisted choice whose override makes the namespace the user's
 // typed value: no list can hold those.
-func profileNamespaces(c *Config) (namespaces []string, open string) {
+func profileNamespaces(c *kubespawner.Config) (namespaces []string, open string) {
 	if c.ProfileListFunc != nil {
 		return slices.Clone(c.ProfileNamespaces), ""
 	}
@@ -190,10 +191,10 @@ func (f *Factory) TrustsNamespace(server naming.Server, namespace string) bool {
 // checkProfileNamespace refuses a start whose profile (from
 // ProfileListFunc) puts the server in a namespace ProfileNamespaces does
 // not declare: its objects would be where nothing trusts or watches them.
-func checkProfileNamespace(base *Config, ns, own string, server naming.Server) error {
+func checkProfileNamespace(base *kubespawner.Config, ns, own string, server naming.Server) error {
 	if base.ProfileListFunc == nil || ns == base.Namespace || ns == own || slices.Contains(base.ProfileNamespaces, ns) {
 		return nil
 	}
-	return &ProfileError{Msg: fmt.Sprintf("the profile puts server %q of user %q in namespace %q, which Config.ProfileNamespaces does not declare (declared: %q)",
+	return &kubespawner.ProfileError{Msg: fmt.Sprintf("the profile puts server %q of user %q in namespace %q, which Config.ProfileNamespaces does not declare (declared: %q)",
 		server.Servername, server.Username, ns, base.ProfileNamespaces)}
 }

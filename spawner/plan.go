@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 )
@@ -39,7 +40,7 @@ type Objects struct {
 	// the hub's Env, environment, JUPYTER_IMAGE_SPEC and JUPYTER_IMAGE,
 	// then the expanded environment (a variable set again keeps its
 	// place). The pod's container has it in dependency order.
-	Env []EnvEntry
+	Env []kubespawner.EnvEntry
 	// State is what the pod records (StateAnnotation): names, port,
 	// scheme and host.
 	State State
@@ -68,7 +69,7 @@ type Objects struct {
 	// cfg is the effective configuration, shared and read-only: the
 	// Factory's own when no profile or init change applies (bench row:
 	// client CPU per spawn).
-	cfg *Config
+	cfg *kubespawner.Config
 	// made says what a Spawner's plan was made for; zero in a dry run's.
 	made planOrigin
 	// taken is set by the Start that carries the plan out.
@@ -92,15 +93,15 @@ func namesOf(st *State) namesInUse {
 
 // Config is the effective configuration: the base one with the profile
 // and options chosen by the user options applied.
-func (o *Objects) Config() Config { return *o.cfg }
+func (o *Objects) Config() kubespawner.Config { return *o.cfg }
 
 // Plan renders the objects a Start of server would create under cfg and
 // opts, with no API call and no Registry: for dry runs, golden tests and
 // tools. Start makes its objects the same way (adding the start id), so a
 // configuration that cannot work fails here, before any object exists.
 // Plan calls cfg.ProfileListFunc, if set, with ctx.
-func Plan(ctx context.Context, server naming.Server, cfg Config, opts StartOptions) (*Objects, error) {
-	cfg = cfg.withDefaults()
+func Plan(ctx context.Context, server naming.Server, cfg kubespawner.Config, opts StartOptions) (*Objects, error) {
+	cfg = cfg.WithDefaults()
 	hubNS := opts.HubNamespace
 	if hubNS == "" {
 		hubNS = detectNamespace()
@@ -108,10 +109,10 @@ func Plan(ctx context.Context, server naming.Server, cfg Config, opts StartOptio
 	if cfg.Namespace == "" {
 		cfg.Namespace = hubNS
 	}
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	nopts, err := cfg.namingOptions()
+	nopts, err := cfg.NamingOptions()
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +172,7 @@ func (s *Spawner) planFor(opts *StartOptions, st *State) *Objects {
 // The arguments are pointers, read and never changed, and the result is
 // built in place: these structs are a kilobyte together, and copies of
 // them would deepen every start's goroutine stack.
-func plan(ctx context.Context, server naming.Server, base *Config, namesIn *naming.Names, stIn *State, opts *StartOptions, startID, cluster string) (*Objects, error) {
+func plan(ctx context.Context, server naming.Server, base *kubespawner.Config, namesIn *naming.Names, stIn *State, opts *StartOptions, startID, cluster string) (*Objects, error) {
 	if err := checkInputLimits(opts); err != nil {
 		return nil, err
 	}
@@ -197,7 +198,7 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 		}
 	} else if p := opts.UserOptions["profile"]; p != "" {
 		// Resolve's error, without a copy of the configuration.
-		return nil, &ProfileError{Profile: p, Msg: fmt.Sprintf("profile %q requested, but no profile_list is configured", p)}
+		return nil, &kubespawner.ProfileError{Profile: p, Msg: fmt.Sprintf("profile %q requested, but no profile_list is configured", p)}
 	}
 	if err := checkCluster(cluster, cfg, server); err != nil {
 		return nil, err
@@ -232,10 +233,10 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 	}
 	r.secretName = names.Secret
 	secretErr := names.Check("secret_name")
-	if base.secretUsesPVCName() {
+	if base.SecretUsesPVCName() {
 		// Rendered with the fields at the secret's turn: the base
 		// configuration's, before the claim's name.
-		r.secretName, secretErr = base.secretName(names.Fields)
+		r.secretName, secretErr = base.SecretName(names.Fields)
 	}
 
 	st.StartID = startID
@@ -359,7 +360,7 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 // that the copies Resolve makes stay out of plan's stack frame, which a
 // start's goroutine keeps for its whole wait (bench row: client CPU per
 // spawn).
-func withProfile(ctx context.Context, base, initCfg *Config, opts *StartOptions) (*Config, error) {
+func withProfile(ctx context.Context, base, initCfg *kubespawner.Config, opts *StartOptions) (*kubespawner.Config, error) {
 	resolved, err := initCfg.ResolveWith(ctx, opts.UserOptions, opts.Attributes)
 	if err != nil {
 		return nil, err
@@ -368,7 +369,7 @@ func withProfile(ctx context.Context, base, initCfg *Config, opts *StartOptions)
 	if cfg.Port == 0 {
 		// KubeSpawner turns port 0 into 8888 at init only: a
 		// profile's 0 reaches the pod as containerPort 0.
-		return nil, &ConfigError{Errs: field.ErrorList{field.Invalid(field.NewPath("port"), 0,
+		return nil, &kubespawner.ConfigError{Errs: field.ErrorList{field.Invalid(field.NewPath("port"), 0,
 			fmt.Sprintf("the profile chosen by user options %v sets port 0, which KubeSpawner sends as containerPort 0 and the API server rejects; set a port from 1 to 65535", opts.UserOptions))}}
 	}
 	// Resolve rebuilt cfg from the options (keeping the Go-only fields):
@@ -376,8 +377,8 @@ func withProfile(ctx context.Context, base, initCfg *Config, opts *StartOptions)
 	if cfg.Namespace == "" {
 		cfg.Namespace = base.Namespace
 	}
-	*cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	*cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("spawner: with user options %v: %w", opts.UserOptions, err)
 	}
 	return cfg, nil
@@ -388,7 +389,7 @@ func withProfile(ctx context.Context, base, initCfg *Config, opts *StartOptions)
 // (resolves) and no profile list whose merge the loaded options feed) it
 // is base itself: plan only reads the configuration it renders from, and
 // a start then copies no configuration.
-func atInit(base *Config, fields *naming.Fields, resolves bool) (*Config, error) {
+func atInit(base *kubespawner.Config, fields *naming.Fields, resolves bool) (*kubespawner.Config, error) {
 	if !resolves && base.Port != 0 && base.Pod.WorkingDir == "" && len(base.ProfileList) == 0 && base.ProfileListFunc == nil {
 		return base, nil
 	}
@@ -404,8 +405,8 @@ type rendered struct {
 	extraLabels, extraAnnotations     map[string]string
 	storageLabels, storageAnnotations map[string]string
 	nsLabels, nsAnnotations           map[string]string
-	quota                             map[string]string // user_namespace_resource_quota
-	environment                       []EnvEntry        // expanded; non-string values as loaded
+	quota                             map[string]string      // user_namespace_resource_quota
+	environment                       []kubespawner.EnvEntry // expanded; non-string values as loaded
 	storageSelector                   *metav1.LabelSelector
 	volumes                           []corev1.Volume
 	mounts                            []corev1.VolumeMount
@@ -416,7 +417,7 @@ type rendered struct {
 	secretName                        string // the internal-SSL secret
 }
 
-func render(cfg *Config, fields naming.Fields, syntax naming.Syntax) (*rendered, error) {
+func render(cfg *kubespawner.Config, fields naming.Fields, syntax naming.Syntax) (*rendered, error) {
 	r := &rendered{}
 	var err error
 	for _, m := range []struct {
@@ -436,7 +437,7 @@ func render(cfg *Config, fields naming.Fields, syntax naming.Syntax) (*rendered,
 			return nil, fmt.Errorf("%s: %w", m.key, err)
 		}
 	}
-	for _, e := range cfg.environmentEntries() {
+	for _, e := range cfg.EnvironmentEntries() {
 		v := e.Value
 		switch v.(type) {
 		case string, []any, map[string]any:
@@ -448,7 +449,7 @@ func render(cfg *Config, fields naming.Fields, syntax naming.Syntax) (*rendered,
 				return nil, fmt.Errorf("environment: %s: %w", e.Name, err)
 			}
 		}
-		r.environment = append(r.environment, EnvEntry{Name: e.Name, Value: v})
+		r.environment = append(r.environment, kubespawner.EnvEntry{Name: e.Name, Value: v})
 	}
 	if cfg.StorageSelector != nil {
 		r.storageSelector = cfg.StorageSelector.DeepCopy()
@@ -495,7 +496,7 @@ func render(cfg *Config, fields naming.Fields, syntax naming.Syntax) (*rendered,
 		}
 	}
 	if errs := checkRendered(cfg, r); len(errs) > 0 {
-		return nil, &ConfigError{Errs: errs}
+		return nil, &kubespawner.ConfigError{Errs: errs}
 	}
 	if cfg.PodConnectIP != "" {
 		// KubeSpawner expands each '.'-separated part holding a '{' on
@@ -525,7 +526,7 @@ func render(cfg *Config, fields naming.Fields, syntax naming.Syntax) (*rendered,
 // checkRendered checks the rendered labels, annotations and service
 // account the way the API server will, by option: a template is only
 // known to be valid once it is rendered for a server.
-func checkRendered(cfg *Config, r *rendered) field.ErrorList {
+func checkRendered(cfg *kubespawner.Config, r *rendered) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, metav1validation.ValidateLabels(r.extraLabels, field.NewPath("extra_labels"))...)
 	errs = append(errs, apivalidation.ValidateAnnotations(r.extraAnnotations, field.NewPath("extra_annotations"))...)
@@ -552,7 +553,7 @@ func checkRendered(cfg *Config, r *rendered) field.ErrorList {
 // environment (JupyterHub's base class); JUPYTER_IMAGE_SPEC and
 // JUPYTER_IMAGE; then the expanded environment. A variable set again
 // keeps its place, as in a Python dict.
-func serverEnv(cfg *Config, r *rendered, opts *StartOptions) envDict {
+func serverEnv(cfg *kubespawner.Config, r *rendered, opts *StartOptions) envDict {
 	var d envDict
 	for _, e := range opts.Env {
 		if e.ValueFrom != nil {
@@ -578,7 +579,7 @@ func serverEnv(cfg *Config, r *rendered, opts *StartOptions) envDict {
 		{"MEM_LIMIT", cfg.Pod.MemLimit, false}, {"MEM_GUARANTEE", cfg.Pod.MemGuarantee, false},
 		{"CPU_LIMIT", cfg.Pod.CPULimit, true}, {"CPU_GUARANTEE", cfg.Pod.CPUGuarantee, true},
 	} {
-		if v.q.IsZero() || slices.ContainsFunc(d, func(e EnvEntry) bool { return e.Name == v.name }) {
+		if v.q.IsZero() || slices.ContainsFunc(d, func(e kubespawner.EnvEntry) bool { return e.Name == v.name }) {
 			continue
 		}
 		if v.cpu {
@@ -587,7 +588,7 @@ func serverEnv(cfg *Config, r *rendered, opts *StartOptions) envDict {
 			d.set(v.name, strconv.FormatInt(v.q.Value(), 10))
 		}
 	}
-	for _, e := range cfg.environmentEntries() {
+	for _, e := range cfg.EnvironmentEntries() {
 		d.set(e.Name, e.Value)
 	}
 	d.set("JUPYTER_IMAGE_SPEC", cfg.Pod.Image)
@@ -635,7 +636,7 @@ func envVars(d envDict) ([]corev1.EnvVar, []string, error) {
 	return out, keys, nil
 }
 
-func buildPod(cfg *Config, server naming.Server, r *rendered, st *State, opts *StartOptions) (*corev1.Pod, []EnvEntry, map[string]string, error) {
+func buildPod(cfg *kubespawner.Config, server naming.Server, r *rendered, st *State, opts *StartOptions) (*corev1.Pod, []kubespawner.EnvEntry, map[string]string, error) {
 	// On the heap: a PodSpec on the stack would deepen every start's
 	// goroutine stack by a kilobyte.
 	spec := new(manifest.PodSpec)
@@ -699,7 +700,7 @@ func buildPod(cfg *Config, server naming.Server, r *rendered, st *State, opts *S
 		return nil, nil, nil, err
 	}
 	pod.Namespace = st.Namespace
-	return pod, []EnvEntry(d), secretEnv, nil
+	return pod, []kubespawner.EnvEntry(d), secretEnv, nil
 }
 
 // UserNamespacePolicyName and UserNamespaceQuotaName name the
@@ -714,7 +715,7 @@ const (
 // managed-by label (and cluster's, when set) and the user's name (no
 // server's: they are the user's), and select the servers by the
 // component label.
-func namespaceObjects(cfg *Config, server naming.Server, r *rendered, ns, cluster string) (*networkingv1.NetworkPolicy, *corev1.ResourceQuota, error) {
+func namespaceObjects(cfg *kubespawner.Config, server naming.Server, r *rendered, ns, cluster string) (*networkingv1.NetworkPolicy, *corev1.ResourceQuota, error) {
 	labels := withManagedBy(map[string]string{naming.LabelComponent: "singleuser-namespace"}, cluster)
 	ann := map[string]string{naming.AnnotationUsername: server.Username}
 	var policy *networkingv1.NetworkPolicy
@@ -937,7 +938,7 @@ func claimsCanExist(pod *corev1.Pod) error {
 		}
 	}
 	if len(errs) > 0 {
-		return &ConfigError{Errs: errs}
+		return &kubespawner.ConfigError{Errs: errs}
 	}
 	return nil
 }

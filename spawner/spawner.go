@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
@@ -86,7 +87,7 @@ type Options struct {
 	Registry *reflector.Registry
 	// Config is the server's base configuration; each Start resolves its
 	// user options (profiles) on it.
-	Config Config
+	Config kubespawner.Config
 	Hooks  Hooks
 	// Clock stamps progress and times the slow-start message. Default:
 	// the real clock.
@@ -111,7 +112,7 @@ type Options struct {
 type Factory struct {
 	client   kubernetes.Interface
 	registry *reflector.Registry
-	cfg      Config // defaulted
+	cfg      kubespawner.Config // defaulted
 	namer    *naming.Namer
 	hooks    Hooks
 	clock    clock.Clock
@@ -155,18 +156,18 @@ func NewFactory(opts Options) (*Factory, error) {
 			return nil, fmt.Errorf("spawner: Options.Cluster %q is not a cluster name (a DNS-1123 label): %s", opts.Cluster, strings.Join(msgs, "; "))
 		}
 	}
-	cfg := opts.Config.withDefaults()
+	cfg := opts.Config.WithDefaults()
 	if cfg.Namespace == "" {
 		cfg.Namespace = detectNamespace()
 	}
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if want := naming.LabelComponent + "=" + cfg.ComponentLabel; opts.Registry.PodLabelSelector() != want {
 		return nil, fmt.Errorf("spawner: the registry selects pods by %q but component_label makes %q: create the Registry with PodLabelSelector %q",
 			opts.Registry.PodLabelSelector(), want, want)
 	}
-	nopts, err := cfg.namingOptions()
+	nopts, err := cfg.NamingOptions()
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +193,7 @@ func NewFactory(opts Options) (*Factory, error) {
 
 // Config returns the Factory's configuration, with its defaults filled
 // in (the namespace included).
-func (f *Factory) Config() Config { return f.cfg }
+func (f *Factory) Config() kubespawner.Config { return f.cfg }
 
 // Cluster is the name of the cluster the Factory's Client talks to
 // (Options.Cluster); "" for a hub with one cluster.

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/reflector"
 )
 
@@ -502,7 +503,7 @@ func (s *Spawner) failStart(ctx context.Context, run *startRun, step Step, reaso
 // when the pod ends, and when the pod is deleted or replaced by someone
 // else; start_timeout bounds it. The pod's events feed the progress
 // meanwhile.
-func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Pods, events *reflector.Events,
+func (s *Spawner) waitReady(ctx context.Context, cfg *kubespawner.Config, pods *reflector.Pods, events *reflector.Events,
 	sub *reflector.Subscription, ns, name string, uid types.UID, em *emitter) (*reflector.Pod, Reason, error) {
 	wctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout.Duration())
 	defer cancel()
@@ -649,7 +650,7 @@ func (s *Spawner) waitReady(ctx context.Context, cfg *Config, pods *reflector.Po
 // scheduled since the start began) and creating_timeout (scheduled, not
 // running since it was scheduled): a reason and error when one is past,
 // else how long until the nearest one is (0: none applies).
-func (s *Spawner) phaseBound(cfg *Config, pod *reflector.Pod, began time.Time) (Reason, time.Duration, error) {
+func (s *Spawner) phaseBound(cfg *kubespawner.Config, pod *reflector.Pod, began time.Time) (Reason, time.Duration, error) {
 	now := s.b.clock.Now()
 	scheduled := pod.Scheduled.Status == corev1.ConditionTrue
 	switch {
@@ -723,7 +724,7 @@ func (fw *eventForwarder) forward(e *corev1.Event) {
 // eventShaper is what the start's progress shows of an event:
 // event_message_rules, then the EventMessage hook; nil when neither is
 // set.
-func (s *Spawner) eventShaper(cfg *Config) func(*corev1.Event) (string, bool) {
+func (s *Spawner) eventShaper(cfg *kubespawner.Config) func(*corev1.Event) (string, bool) {
 	rules := compileEventRules(cfg.EventMessageRules)
 	hook := s.b.hooks.EventMessage
 	if len(rules) == 0 && hook == nil {
@@ -771,7 +772,7 @@ func (s *Spawner) waitReason(ctx, wctx context.Context) Reason {
 	return ""
 }
 
-func (s *Spawner) waitErr(ctx, wctx context.Context, cfg *Config, err error) error {
+func (s *Spawner) waitErr(ctx, wctx context.Context, cfg *kubespawner.Config, err error) error {
 	if ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("%w (%s)", ErrStartTimeout, cfg.StartTimeout.Duration())
 	}

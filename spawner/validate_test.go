@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -59,7 +60,7 @@ func TestLoadRejectsBadOptions(t *testing.T) {
 			if !strings.Contains(doc, "image:") {
 				doc = "image: base:1\n" + doc
 			}
-			cfg, err := LoadConfig([]byte(doc))
+			cfg, err := kubespawner.Load([]byte(doc))
 			if err == nil {
 				_, err = Plan(t.Context(), naming.Server{Username: "u"}, cfg, StartOptions{})
 			}
@@ -69,7 +70,7 @@ func TestLoadRejectsBadOptions(t *testing.T) {
 			if tc.keys == nil {
 				return // rejected by the loader, with its own message
 			}
-			var ce *ConfigError
+			var ce *kubespawner.ConfigError
 			if !errors.As(err, &ce) {
 				t.Fatalf("error %v is not a *ConfigError", err)
 			}
@@ -120,7 +121,7 @@ profile_list:
 // kind renders as itself, never as a template.
 func TestUnlistedChoiceIsData(t *testing.T) {
 	for _, syntax := range []string{"kubespawner", "go"} {
-		cfg, err := LoadConfig([]byte("template_syntax: " + syntax + "\n" + userProfileYAML))
+		cfg, err := kubespawner.Load([]byte("template_syntax: " + syntax + "\n" + userProfileYAML))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +147,7 @@ func TestUnlistedChoiceIsData(t *testing.T) {
 // configuration invalid fails before it creates anything.
 func TestBadStartCreatesNothing(t *testing.T) {
 	ns := newNamespace(t)
-	cfg, err := LoadConfig([]byte("namespace: " + ns + "\n" + userProfileYAML))
+	cfg, err := kubespawner.Load([]byte("namespace: " + ns + "\n" + userProfileYAML))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/service"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -164,7 +165,7 @@ func TestZ2JH(t *testing.T) {
 		}
 		for _, b := range d.blocks {
 			if b.config {
-				if _, err := spawner.LoadConfig([]byte(b.text)); err != nil {
+				if _, err := kubespawner.Load([]byte(b.text)); err != nil {
 					t.Errorf("docs/z2jh.md:%d: %v", b.line, err)
 				}
 			}
@@ -694,7 +695,7 @@ func (v *z2jhValues) checkUserPod(t *testing.T) {
 	ns := z2jhNamespace(t, c, false)
 	options := z2jhDefaultOptions(t)
 	options["namespace"] = json.RawMessage(fmt.Sprintf("%q", ns)) // the vectors' is the release's, jhub
-	cfg, err := spawner.Config{}.WithOptions(options)
+	cfg, err := kubespawner.Config{}.WithOptions(options)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/spawner"
 )
@@ -804,7 +805,7 @@ func expectedZ2JHPod(ctx context.Context, t *testing.T, c *testcluster.Cluster, 
 	// which no value set here changes) is read from the pod's Secret.
 	env := pod.Spec.Containers[0].Env
 	for i := range env {
-		if env[i].ValueFrom == nil && env[i].Value != "" && slices.Contains(spawner.DefaultSecretEnv, env[i].Name) {
+		if env[i].ValueFrom == nil && env[i].Value != "" && slices.Contains(kubespawner.DefaultSecretEnv, env[i].Name) {
 			env[i].ValueFrom = &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: spawner.EnvSecretName(pod.Name)}, Key: env[i].Name}}
 			env[i].Value = ""

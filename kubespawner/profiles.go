@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import (
 	"bytes"
@@ -298,7 +298,7 @@ func (c Config) ResolveWith(ctx context.Context, userOptions map[string]string, 
 		applyOverrides(merged, attrs)
 	}
 	if len(profiles) == 0 {
-		return c.reload(merged, envNamesOf(c.environmentEntries()), "", userOptions)
+		return c.reload(merged, envNamesOf(c.EnvironmentEntries()), "", userOptions)
 	}
 	profiles = initializeProfiles(profiles)
 	profile, err := pickProfile(profiles, userOptions["profile"])
@@ -309,7 +309,7 @@ func (c Config) ResolveWith(ctx context.Context, userOptions map[string]string, 
 	if err != nil {
 		return Config{}, fmt.Errorf("spawner: profile %q: kubespawner_override: %w", profile.Slug, err)
 	}
-	env := envNamesOf(c.environmentEntries())
+	env := envNamesOf(c.EnvironmentEntries())
 	env = env.update(merged["environment"], profileOverrides, profile.envOrder, nil)
 	applyOverrides(merged, profileOverrides)
 	// escapedFor are the template syntaxes unlisted values were escaped
@@ -397,7 +397,7 @@ func (c Config) reload(merged map[string]any, env envOrderNames, slug string, us
 	if err != nil {
 		return Config{}, err
 	}
-	out, err := LoadConfig(data)
+	out, err := Load(data)
 	if err != nil {
 		// The base options loaded: the attributes, the profile and the
 		// choices made them unloadable.
@@ -411,11 +411,11 @@ func (c Config) reload(merged map[string]any, env envOrderNames, slug string, us
 	// The merge went through Go maps, which forget the order of
 	// `environment` (see envOrderNames).
 	out.environment = orderEnv(out.environment, env)
-	check := out.withDefaults()
+	check := out.WithDefaults()
 	if check.Namespace == "" {
 		check.Namespace = c.Namespace
 	}
-	if err := check.validate(); err != nil {
+	if err := check.Validate(); err != nil {
 		if slug == "" {
 			return Config{}, fmt.Errorf("spawner: with the hub's attributes: %w", err)
 		}

@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import (
 	"runtime"
@@ -21,15 +21,15 @@ func FuzzLoadConfig(f *testing.F) {
 	f.Add(userProfileYAML, "1E999999999", "{{ .Username }}")
 	f.Add(userProfileYAML, "-1G", "{username}")
 	f.Fuzz(func(t *testing.T, doc, mem, env string) {
-		cfg, err := LoadConfig([]byte(doc))
+		cfg, err := Load([]byte(doc))
 		if err != nil {
 			return
 		}
 		opts := map[string]string{"mem--unlisted-choice": mem, "env--unlisted-choice": env}
 		out, err := cfg.Resolve(t.Context(), opts)
 		if err == nil {
-			d := out.withDefaults()
-			_ = d.validate()
+			d := out.WithDefaults()
+			_ = d.Validate()
 		}
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)

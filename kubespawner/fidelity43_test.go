@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import "testing"
 
@@ -44,7 +44,7 @@ func TestValidationRegexPythonSemantics(t *testing.T) {
 		})
 	}
 	// Through a profile: the loaded pattern decides a user's value.
-	cfg, err := LoadConfig([]byte("image: x\nprofile_list: [{display_name: A, profile_options: {o: {unlisted_choice: {enabled: true, validation_regex: '^abc$', kubespawner_override: {environment: {V: '{value}'}}}}}}]"))
+	cfg, err := Load([]byte("image: x\nprofile_list: [{display_name: A, profile_options: {o: {unlisted_choice: {enabled: true, validation_regex: '^abc$', kubespawner_override: {environment: {V: '{value}'}}}}}}]"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ const unavailablePVCName = "pvc_name_unavailable!"
 // internal SSL. So namingOptions hands naming the default secret template
 // in its place, and Plan renders this one itself (secretName). A template
 // that does not parse is left to naming to report.
-func (c *Config) secretUsesPVCName() bool {
+func (c *Config) SecretUsesPVCName() bool {
 	syntax := naming.KubeSpawner
 	if c.TemplateSyntax == "go" {
 		syntax = naming.Go
@@ -34,7 +34,7 @@ func (c *Config) secretUsesPVCName() bool {
 // secret_name_template uses {pvc_name}, as KubeSpawner renders it, from
 // the fields at the secret's turn (f, the base names' fields), and its
 // error where the API server would refuse it as a secret's name.
-func (c *Config) secretName(f naming.Fields) (string, error) {
+func (c *Config) SecretName(f naming.Fields) (string, error) {
 	syntax := naming.KubeSpawner
 	if c.TemplateSyntax == "go" {
 		syntax = naming.Go

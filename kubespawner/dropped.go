@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import "strings"
 
@@ -7,7 +7,7 @@ var droppedRoots = []string{"spec", "metadata.labels", "metadata.annotations"}
 
 // covered reports whether the allowed_dropped_fields entry a covers the
 // dropped field path f: "*", f itself, or a path f is beneath.
-func covered(f, a string) bool {
+func DroppedAllowed(f, a string) bool {
 	if a == "*" || f == a {
 		return true
 	}

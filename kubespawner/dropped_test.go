@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import (
 	"encoding/json"
@@ -20,19 +20,19 @@ func TestAllowedDroppedFieldsCover(t *testing.T) {
 		{"spec.containers[notebook].resizePolicy", "spec.containers[note", false},
 		{"spec.tolerations[0]", "spec.tolerations[1]", false},
 	} {
-		if got := covered(tc.f, tc.allowed); got != tc.want {
+		if got := DroppedAllowed(tc.f, tc.allowed); got != tc.want {
 			t.Errorf("covered(%q, %q) = %v, want %v", tc.f, tc.allowed, got, tc.want)
 		}
 	}
 	for _, bad := range []string{"", "hostUsers", "metadata.name", "metadata", "spec-hostUsers"} {
 		data, _ := json.Marshal(map[string]any{"image": "lab", "allowed_dropped_fields": []string{bad}})
-		if _, err := LoadConfig(data); err == nil || !strings.Contains(err.Error(), "allowed_dropped_fields[0]") {
+		if _, err := Load(data); err == nil || !strings.Contains(err.Error(), "allowed_dropped_fields[0]") {
 			t.Errorf("allowed_dropped_fields %q: LoadConfig = %v, want an error naming it", bad, err)
 		}
 	}
 	data, _ := json.Marshal(map[string]any{"image": "lab", "allowed_dropped_fields": []string{
 		"*", "spec", "spec.hostUsers", "spec.containers[notebook].resources", "metadata.labels.hub.jupyter.org/network-access-hub", "metadata.annotations"}})
-	if _, err := LoadConfig(data); err != nil {
+	if _, err := Load(data); err != nil {
 		t.Errorf("LoadConfig of valid allowed_dropped_fields: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import (
 	"os"
@@ -15,7 +15,7 @@ func TestLoadKubeSpawnerConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := LoadConfig(data)
+	c, err := Load(data)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import (
 	"bufio"
@@ -91,7 +91,7 @@ func TestOptionsTable(t *testing.T) {
 	// outside it is.
 	for _, k := range append(slices.Clone(loaded), "no_such_option") {
 		one, _ := json.Marshal(map[string]any{k: nil})
-		_, err := LoadConfig(one)
+		_, err := Load(one)
 		unknown := err != nil && strings.Contains(err.Error(), `unknown option "`+k+`"`)
 		if unknown == isOptionKey(k) {
 			t.Errorf("option %s: isOptionKey=%v, but LoadConfig says %v", k, isOptionKey(k), err)

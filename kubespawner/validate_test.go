@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 
 func TestResolveRejectsBadUserOptions(t *testing.T) {
 	for _, syntax := range []string{"kubespawner", "go"} {
-		cfg, err := LoadConfig([]byte("template_syntax: " + syntax + "\n" + userProfileYAML))
+		cfg, err := Load([]byte("template_syntax: " + syntax + "\n" + userProfileYAML))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,10 +41,10 @@ func TestResolveRejectsBadUserOptions(t *testing.T) {
 }
 
 func TestValidationRegex(t *testing.T) {
-	if _, err := LoadConfig([]byte("image: x\nprofile_list: [{display_name: A, profile_options: {o: {unlisted_choice: {enabled: true, validation_regex: '[', kubespawner_override: {}}}}}]")); err == nil {
+	if _, err := Load([]byte("image: x\nprofile_list: [{display_name: A, profile_options: {o: {unlisted_choice: {enabled: true, validation_regex: '[', kubespawner_override: {}}}}}]")); err == nil {
 		t.Error("a bad validation_regex loaded")
 	}
-	cfg, err := LoadConfig([]byte("image: x\nprofile_list: [{display_name: A, profile_options: {o: {unlisted_choice: {enabled: true, validation_regex: 'b', kubespawner_override: {image: '{value}'}}}}}]"))
+	cfg, err := Load([]byte("image: x\nprofile_list: [{display_name: A, profile_options: {o: {unlisted_choice: {enabled: true, validation_regex: 'b', kubespawner_override: {image: '{value}'}}}}}]"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestYAMLLimits(t *testing.T) {
 	if want := `{"base":{"z":1,"a":2},"x":{"y":0,"z":1,"a":3},"m":{"p":1,"q":2}}`; string(got) != want {
 		t.Errorf("merge keys: %s, want %s", got, want)
 	}
-	cfg, err := LoadConfig([]byte("defaults: &d\n  image: x:1\n  port: 9000\n<<: *d\nport: 9001\n"))
+	cfg, err := Load([]byte("defaults: &d\n  image: x:1\n  port: 9000\n<<: *d\nport: 9001\n"))
 	if err == nil {
 		t.Logf("loaded %v %v", cfg.Pod.Image, cfg.Port)
 	}
@@ -98,14 +98,48 @@ func TestLoadConfigItselfRejects(t *testing.T) {
 		{"image: base:1\nimage_pull_policy: Sometimes", "image_pull_policy"},
 		{"image: base:1\nmem_limit: -1G", "mem_limit"},
 	} {
-		_, err := LoadConfig([]byte(tc.yaml))
+		_, err := Load([]byte(tc.yaml))
 		var ce *ConfigError
 		if !errors.As(err, &ce) || !slices.ContainsFunc(ce.Keys(), func(k string) bool { return strings.HasPrefix(k, tc.key) }) {
 			t.Errorf("LoadConfig(%q) = %v; want a ConfigError naming %s", tc.yaml, err, tc.key)
 		}
 	}
 	// Without the option, KubeSpawner's default image applies.
-	if _, err := LoadConfig([]byte("port: 8000")); err != nil {
+	if _, err := Load([]byte("port: 8000")); err != nil {
 		t.Errorf("a config without image: %v", err)
 	}
 }
+
+const userProfileYAML = `
+image: base:1
+storage_pvc_ensure: true
+storage_capacity: 1Gi
+profile_list:
+- display_name: Custom
+  profile_options:
+    mem:
+      display_name: Memory
+      choices:
+        small: {display_name: Small, kubespawner_override: {mem_limit: 1G}}
+      unlisted_choice:
+        enabled: true
+        kubespawner_override:
+          mem_limit: "{value}"
+    env:
+      display_name: Env
+      choices:
+        none: {display_name: None}
+      unlisted_choice:
+        enabled: true
+        validation_regex: "[a-z{}. $\"]+"
+        kubespawner_override:
+          environment: {CHOICE: "{value}"}
+    lbl:
+      display_name: Label
+      choices:
+        none: {display_name: None}
+      unlisted_choice:
+        enabled: true
+        kubespawner_override:
+          extra_labels: {choice: "x{value}"}
+`

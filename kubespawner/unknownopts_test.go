@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import (
 	"encoding/json"
@@ -52,7 +52,7 @@ func TestUnknownKeysSayWhereAndWhat(t *testing.T) {
 		{"merge key", "base: &b\n  cpu_limt: 1\n", []string{`line 1: base: unknown option "base"`}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := LoadConfig([]byte(tc.yaml))
+			_, err := Load([]byte(tc.yaml))
 			if err == nil {
 				t.Fatalf("LoadConfig accepted:\n%s", tc.yaml)
 			}
@@ -71,7 +71,7 @@ func TestUnknownKeysSayWhereAndWhat(t *testing.T) {
 
 	// Keys inside an option's value are names of the user's choosing.
 	ok := "extra_labels:\n  mem_gurantee: x\nextra_resource_limits:\n  nvidia.com/gpu: \"1\"\nprofile_list:\n  - display_name: a\n    kubespawner_override:\n      extra_labels: {cpu_limt: y}\n"
-	if _, err := LoadConfig([]byte(ok)); err != nil {
+	if _, err := Load([]byte(ok)); err != nil {
 		t.Errorf("LoadConfig refused keys inside option values: %v", err)
 	}
 }
@@ -80,7 +80,7 @@ func TestUnknownKeysSayWhereAndWhat(t *testing.T) {
 // receives) name no line, which would point into spawnkit's own merge,
 // but still the option probably meant.
 func TestUnknownOptionThroughWithOptions(t *testing.T) {
-	base, err := LoadConfig([]byte("image: x\n"))
+	base, err := Load([]byte("image: x\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,11 +4,13 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/spawnkit/spawnkit/kubespawner"
 )
 
 // envDict is an ordered dict with Python's semantics: setting a key that
 // exists keeps its position.
-type envDict []EnvEntry
+type envDict []kubespawner.EnvEntry
 
 func (d *envDict) set(name string, v any) {
 	for i := range *d {
@@ -17,7 +19,7 @@ func (d *envDict) set(name string, v any) {
 			return
 		}
 	}
-	*d = append(*d, EnvEntry{Name: name, Value: v})
+	*d = append(*d, kubespawner.EnvEntry{Name: name, Value: v})
 }
 
 // pyFloatString formats f as Python's str(float).

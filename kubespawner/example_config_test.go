@@ -1,11 +1,11 @@
-package spawner_test
+package kubespawner_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
-	"github.com/spawnkit/spawnkit/spawner"
+	"github.com/spawnkit/spawnkit/kubespawner"
 )
 
 // hubConfig is a KubeSpawner configuration as a hub's values file holds
@@ -51,8 +51,8 @@ profile_list:
 // Config.ProfileList, and quantities keep KubeSpawner's meaning (its "2G"
 // is 2×1024³ bytes). These are the options every profile starts from;
 // Resolve applies a server's choice.
-func ExampleLoadConfig() {
-	cfg, err := spawner.LoadConfig([]byte(hubConfig))
+func ExampleLoad() {
+	cfg, err := kubespawner.Load([]byte(hubConfig))
 	if err != nil {
 		panic(err)
 	}
@@ -81,7 +81,7 @@ func ExampleLoadConfig() {
 // default one applies; an unknown profile, or an unlisted value that fails
 // validation_regex, is a *ProfileError.
 func ExampleConfig_Resolve() {
-	cfg, err := spawner.LoadConfig([]byte(hubConfig))
+	cfg, err := kubespawner.Load([]byte(hubConfig))
 	if err != nil {
 		panic(err)
 	}
@@ -98,7 +98,7 @@ func ExampleConfig_Resolve() {
 		{"huge", map[string]string{"profile": "huge"}},
 	} {
 		eff, err := cfg.Resolve(ctx, c.userOptions)
-		var profileErr *spawner.ProfileError
+		var profileErr *kubespawner.ProfileError
 		if errors.As(err, &profileErr) {
 			fmt.Printf("%s: %v\n", c.name, err)
 			continue
@@ -120,8 +120,8 @@ func ExampleConfig_Resolve() {
 
 // A misspelt option is refused at load with its line and the option
 // probably meant.
-func ExampleLoadConfig_misspeltOption() {
-	_, err := spawner.LoadConfig([]byte("image: quay.io/jupyter/base-notebook\nmem_gurantee: 1G\n"))
+func ExampleLoad_misspeltOption() {
+	_, err := kubespawner.Load([]byte("image: quay.io/jupyter/base-notebook\nmem_gurantee: 1G\n"))
 	fmt.Println(err)
 	// Output: spawner: config: line 2: mem_gurantee: unknown option "mem_gurantee": did you mean "mem_guarantee"? (docs/kubespawner-options.md lists every option)
 }

@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import (
 	"encoding/json"
@@ -13,13 +13,13 @@ import (
 func TestRetiredNamespacesValidated(t *testing.T) {
 	for _, bad := range []string{"", "Upper", "has_underscore", strings.Repeat("x", 64), "{username", "{nosuchfield}"} {
 		data, _ := json.Marshal(map[string]any{"image": "lab", "retired_namespaces": []string{"ok", bad}})
-		_, err := LoadConfig(data)
+		_, err := Load(data)
 		if err == nil || !IsInvalidConfig(err) || !strings.Contains(err.Error(), "retired_namespaces[1]") {
 			t.Errorf("retired_namespaces %q: LoadConfig = %v, want a ConfigError naming retired_namespaces[1]", bad, err)
 		}
 	}
 	data, _ := json.Marshal(map[string]any{"image": "lab", "retired_namespaces": []string{"jhub-old", "{hubnamespace}-{username}"}})
-	cfg, err := LoadConfig(data)
+	cfg, err := Load(data)
 	if err != nil {
 		t.Fatalf("valid retired_namespaces: %v", err)
 	}

@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import (
 	"errors"
@@ -59,7 +59,7 @@ profile_list:
 `
 
 func TestProfiles(t *testing.T) {
-	cfg, err := LoadConfig([]byte(profileYAML))
+	cfg, err := Load([]byte(profileYAML))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import (
 	"bytes"
@@ -34,7 +34,7 @@ const pyOptionsFile = "../python/spawnkit_jupyterhub/kubespawner_options.json"
 // go test ./spawner -run TestPythonOptionList -update-python-options.
 func TestPythonOptionList(t *testing.T) {
 	rows := optionsTableRows(t)
-	defaults := Config{}.withDefaults()
+	defaults := Config{}.WithDefaults()
 	typed, errs := defaults.typedOptions()
 	if len(errs) > 0 {
 		t.Fatal(errs)

@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import (
 	"fmt"
@@ -43,7 +43,7 @@ func expandString(s string, fields naming.Fields, syntax naming.Syntax) (string,
 
 // environmentEntries is `environment` in order: as loaded, or sorted by
 // name for a Config built in Go.
-func (c *Config) environmentEntries() []EnvEntry {
+func (c *Config) EnvironmentEntries() []EnvEntry {
 	if c.environment != nil {
 		return c.environment
 	}

@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 // WithOptions sets a hub's options over a base configuration as traitlets
 // sets traits: whole values, null unsets, the environment's order kept.
 func TestWithOptions(t *testing.T) {
-	base, err := LoadConfig([]byte(`
+	base, err := Load([]byte(`
 image: base/image:1
 extra_labels: {team: base, keep: "yes"}
 environment: {B: "2", A: "1"}
@@ -35,7 +35,7 @@ cpu_limit: 2
 	if !got.Pod.CPULimit.IsZero() {
 		t.Errorf("cpu_limit = %v, want unset by null", got.Pod.CPULimit)
 	}
-	if names := envNamesOf(got.environmentEntries()); strings.Join(names, ",") != "B,A" {
+	if names := envNamesOf(got.EnvironmentEntries()); strings.Join(names, ",") != "B,A" {
 		t.Errorf("environment order = %v, want the base's B,A", names)
 	}
 	if base.Pod.Image != "base/image:1" || len(base.ExtraLabels) != 2 {
@@ -46,7 +46,7 @@ cpu_limit: 2
 	if err != nil {
 		t.Fatal(err)
 	}
-	if names := envNamesOf(ordered.environmentEntries()); strings.Join(names, ",") != "Z,C,M" {
+	if names := envNamesOf(ordered.EnvironmentEntries()); strings.Join(names, ",") != "Z,C,M" {
 		t.Errorf("environment order = %v, want the hub's Z,C,M as written", names)
 	}
 

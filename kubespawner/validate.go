@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import (
 	"encoding/json"
@@ -215,7 +215,7 @@ func (c *Config) validateOptions() field.ErrorList {
 	default:
 		errs = append(errs, field.NotSupported(field.NewPath("slug_scheme"), c.SlugScheme, []naming.Scheme{naming.SchemeSafe, naming.SchemeEscape}))
 	}
-	if nopts, err := c.namingOptions(); err != nil {
+	if nopts, err := c.NamingOptions(); err != nil {
 		errs = append(errs, field.NotSupported(field.NewPath("template_syntax"), c.TemplateSyntax, []string{"kubespawner", "go"}))
 	} else if _, err := naming.New(nopts); err != nil {
 		errs = append(errs, field.Invalid(field.NewPath("naming"), "", err.Error()))
@@ -255,7 +255,7 @@ func (c *Config) validateOptions() field.ErrorList {
 		}
 		_, eerrs := renderSample("environment", c.Environment, f, syntax)
 		errs = append(errs, eerrs...)
-		for _, e := range c.environmentEntries() {
+		for _, e := range c.EnvironmentEntries() {
 			// The variable's name: a dict value's own name, else its key
 			// (make_pod). The API server's check is ValidateEnv's
 			// IsRelaxedEnvVarName (any printable ASCII but '='): the
@@ -322,7 +322,7 @@ func (c *Config) validateOptions() field.ErrorList {
 		}
 	}
 	for i, f := range c.AllowedDroppedFields {
-		if f != "*" && !slices.ContainsFunc(droppedRoots, func(root string) bool { return covered(f, root) }) {
+		if f != "*" && !slices.ContainsFunc(droppedRoots, func(root string) bool { return DroppedAllowed(f, root) }) {
 			errs = append(errs, field.Invalid(field.NewPath("allowed_dropped_fields").Index(i), f,
 				`a path as a FieldsDroppedError names it, under spec, metadata.labels or metadata.annotations ("spec.hostUsers"), or "*"`))
 		}

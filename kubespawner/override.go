@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import (
 	"encoding/json"
@@ -51,7 +51,7 @@ func (c Config) Override(overrides map[string]any) (Config, error) {
 		}
 	}
 	// ov is a Go map: the environment names it adds come in name order.
-	env := envNamesOf(c.environmentEntries()).update(merged["environment"], ov, nil, nil)
+	env := envNamesOf(c.EnvironmentEntries()).update(merged["environment"], ov, nil, nil)
 	applyOverrides(merged, ov)
 	data, err := json.Marshal(merged)
 	if err != nil {
@@ -124,7 +124,7 @@ func (c Config) WithOptions(options map[string]json.RawMessage) (Config, error) 
 	}
 	_, ownProfiles := options["profile_list"]
 	_, ownEnv := options["environment"]
-	base := envNamesOf(c.environmentEntries())
+	base := envNamesOf(c.EnvironmentEntries())
 	return loadConfig(data, func(out *Config) {
 		keepGoOnly(out, &c)
 		if !ownProfiles {

@@ -1,4 +1,4 @@
-package spawner
+package kubespawner
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ func retiredTemplate(entry string) bool { return strings.Contains(entry, "{") }
 // user_namespace_template would have: with the configuration's slug
 // scheme, syntax and hub namespace.
 func (c *Config) retiredNamer(tmpl string) (*naming.Namer, error) {
-	o, err := c.namingOptions()
+	o, err := c.NamingOptions()
 	if err != nil {
 		return nil, err
 	}
