@@ -29,7 +29,7 @@
 // callback, StartOptions.OnProgress), Resume, Poll, Stop, DeleteForever,
 // and the State a hub persists to take a server back after a restart.
 // Config loads a KubeSpawner configuration under its option names
-// (LoadConfig), profile_list included (Config.Resolve), and Plan renders
+// (kubespawner.Load), profile_list included (Config.Resolve), and Plan renders
 // what a Start would create without a cluster.
 //
 // # manager

@@ -27,7 +27,7 @@ import (
 // Config holds a spawner's configuration, with KubeSpawner's option names
 // as JSON and YAML keys. The pod options (image, resources, volumes,
 // security, scheduling, ...) are KubeSpawner's make_pod arguments and live
-// in Pod; the rest are the spawner's own. Load one with LoadConfig, or
+// in Pod; the rest are the spawner's own. Load one with Load, or
 // build one in Go: a profile list works the same on both (see Resolve).
 type Config struct {
 	// ProfileList is KubeSpawner's profile_list; Resolve applies it.
@@ -54,7 +54,7 @@ type Config struct {
 	// kept so a KubeSpawner configuration loads unchanged; the hub puts
 	// their effect into StartOptions.Env.
 	HubOptions map[string]json.RawMessage `json:"-"`
-	// warnings are what LoadConfig would have KubeSpawner log
+	// warnings are what Load would have KubeSpawner log
 	// (deprecated names, ignored options).
 	warnings []string
 	// environment is `environment` as loaded, in order and with its raw
@@ -291,12 +291,12 @@ var podOptionKeys = []string{
 	"pod_anti_affinity_required", "priority_class_name",
 }
 
-// LoadConfig reads a configuration in YAML or JSON with KubeSpawner's
+// Load reads a configuration in YAML or JSON with KubeSpawner's
 // option names. An unknown key, a value of the wrong type or a malformed
 // quantity is an error naming the key.
 func Load(data []byte) (Config, error) { return loadConfig(data, nil) }
 
-// loadConfig is LoadConfig; adjust, when set, changes the decoded Config
+// loadConfig is Load; adjust, when set, changes the decoded Config
 // before it is checked (Override gives it the profile list and Go-only
 // fields of the Config it overrides).
 func loadConfig(data []byte, adjust func(*Config)) (Config, error) {
@@ -483,7 +483,7 @@ type optionField struct {
 }
 
 // fieldSets sorts Config's fields by how a Config rebuilt from its option
-// dictionary (LoadConfig, as Resolve does) gets them back.
+// dictionary (Load, as Resolve does) gets them back.
 type fieldSets struct {
 	// options are the fields an option decodes into: the JSON-tagged
 	// ones and Pod's make_pod options (podOptionKeys).
@@ -507,7 +507,7 @@ var configFields = sync.OnceValue(func() fieldSets {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch {
 		case !f.IsExported():
-			// State LoadConfig derives from the options again.
+			// State Load derives from the options again.
 		case f.Name == "HubOptions":
 			// The hub's options (hubOptions), added by typedOptions.
 		case f.Name == "ProfileList":
@@ -547,9 +547,9 @@ func keepGoOnly(dst, from *Config) {
 // typedOptions is the option dictionary of a Config built in Go: what a
 // configuration file that sets its fields loads as (decodeSource), for
 // Resolve to merge profile overrides into. A field at its zero value is
-// left out, as an option absent from a file: LoadConfig decodes both to
+// left out, as an option absent from a file: Load decodes both to
 // the zero value, an override's mapping replaces both, and a Go Config's
-// empty Image, which as an explicit "" LoadConfig refuses, is the
+// empty Image, which as an explicit "" Load refuses, is the
 // default image. A field that cannot be an option is an error naming it.
 func (c *Config) typedOptions() (map[string]any, field.ErrorList) {
 	var errs field.ErrorList

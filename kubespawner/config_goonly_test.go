@@ -30,7 +30,7 @@ profile_list:
     extra_labels: {profile: only}
 `
 
-// derivedState are Config's unexported fields: state LoadConfig derives
+// derivedState are Config's unexported fields: state Load derives
 // from the options, which Resolve's result has of its own. keepGoOnly
 // copies exported fields only, so a new unexported field fails
 // TestResolveKeepsGoOnlyFields until it is decided here whether Resolve
@@ -120,7 +120,7 @@ type jsonLessField struct {
 	typ   reflect.Type
 	// carried is whether the option dictionary carries it under keys of
 	// its own (the hub's options, the make_pod options): a value set on
-	// a loaded Config after LoadConfig is not among its options.
+	// a loaded Config after Load is not among its options.
 	carried bool
 }
 

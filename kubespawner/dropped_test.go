@@ -27,12 +27,12 @@ func TestAllowedDroppedFieldsCover(t *testing.T) {
 	for _, bad := range []string{"", "hostUsers", "metadata.name", "metadata", "spec-hostUsers"} {
 		data, _ := json.Marshal(map[string]any{"image": "lab", "allowed_dropped_fields": []string{bad}})
 		if _, err := Load(data); err == nil || !strings.Contains(err.Error(), "allowed_dropped_fields[0]") {
-			t.Errorf("allowed_dropped_fields %q: LoadConfig = %v, want an error naming it", bad, err)
+			t.Errorf("allowed_dropped_fields %q: Load = %v, want an error naming it", bad, err)
 		}
 	}
 	data, _ := json.Marshal(map[string]any{"image": "lab", "allowed_dropped_fields": []string{
 		"*", "spec", "spec.hostUsers", "spec.containers[notebook].resources", "metadata.labels.hub.jupyter.org/network-access-hub", "metadata.annotations"}})
 	if _, err := Load(data); err != nil {
-		t.Errorf("LoadConfig of valid allowed_dropped_fields: %v", err)
+		t.Errorf("Load of valid allowed_dropped_fields: %v", err)
 	}
 }

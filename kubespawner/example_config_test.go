@@ -46,7 +46,7 @@ profile_list:
         kubespawner_override: {image: "{value}"}
 `
 
-// LoadConfig reads a KubeSpawner configuration under KubeSpawner's option
+// Load reads a KubeSpawner configuration under KubeSpawner's option
 // names; the pod options land in Config.Pod, profile_list in
 // Config.ProfileList, and quantities keep KubeSpawner's meaning (its "2G"
 // is 2×1024³ bytes). These are the options every profile starts from;

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// FuzzLoadConfig feeds LoadConfig and Resolve random documents and user
+// FuzzLoadConfig feeds Load and Resolve random documents and user
 // options: they return or fail, never panic, hang or grow without bound.
 func FuzzLoadConfig(f *testing.F) {
 	for _, seed := range []string{

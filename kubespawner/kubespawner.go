@@ -38,7 +38,7 @@ var deprecatedOptions = func() map[string]string {
 // hubOptions are options of JupyterHub's base Spawner, and KubeSpawner
 // options, that act in the hub rather than on the server's objects: the
 // hub puts their effect into the env it passes (StartOptions.Env) or
-// handles them itself. LoadConfig accepts and keeps them (HubOptions) so
+// handles them itself. Load accepts and keeps them (HubOptions) so
 // that a KubeSpawner configuration loads unchanged.
 var hubOptions = []string{
 	// jupyterhub.spawner.Spawner

@@ -17,10 +17,10 @@ var optionStatuses = map[string]bool{
 	"hub":            true, // loaded and kept (HubOptions): acts in the hub
 	"deprecated":     true, // loaded with a warning, as KubeSpawner
 	"spawnkit":       true, // spawnkit's own option
-	"not applicable": true, // refused by LoadConfig; the note says why
+	"not applicable": true, // refused by Load; the note says why
 }
 
-// loadedOptions are the option names LoadConfig accepts.
+// loadedOptions are the option names Load accepts.
 func loadedOptions() []string {
 	return slices.Sorted(maps.Keys(optionKeys))
 }
@@ -66,8 +66,8 @@ func optionsTable(t *testing.T) map[string]string {
 
 // TestOptionsTable keeps docs/kubespawner-options.md true: it lists every
 // KubeSpawner 7.1 and JupyterHub 3.0 Spawner option
-// (testdata/kubespawner-options.txt) and every option LoadConfig accepts,
-// and an option is marked loaded exactly when LoadConfig accepts it.
+// (testdata/kubespawner-options.txt) and every option Load accepts,
+// and an option is marked loaded exactly when Load accepts it.
 func TestOptionsTable(t *testing.T) {
 	rows := optionsTable(t)
 	data, err := os.ReadFile("testdata/kubespawner-options.txt")
@@ -94,18 +94,18 @@ func TestOptionsTable(t *testing.T) {
 		_, err := Load(one)
 		unknown := err != nil && strings.Contains(err.Error(), `unknown option "`+k+`"`)
 		if unknown == isOptionKey(k) {
-			t.Errorf("option %s: isOptionKey=%v, but LoadConfig says %v", k, isOptionKey(k), err)
+			t.Errorf("option %s: isOptionKey=%v, but Load says %v", k, isOptionKey(k), err)
 		}
 	}
 	for _, k := range loaded {
 		if _, ok := rows[k]; !ok {
-			t.Errorf("option %s, which LoadConfig accepts, is missing from docs/kubespawner-options.md", k)
+			t.Errorf("option %s, which Load accepts, is missing from docs/kubespawner-options.md", k)
 		}
 	}
 	for k, status := range rows {
 		accepted := slices.Contains(loaded, k)
 		if accepted == (status == "not applicable") {
-			t.Errorf("option %s is %q in the table, but LoadConfig accepted=%v", k, status, accepted)
+			t.Errorf("option %s is %q in the table, but Load accepted=%v", k, status, accepted)
 		}
 		if status == "spawnkit" && slices.Contains(upstream, k) {
 			t.Errorf("option %s is KubeSpawner's, not spawnkit's own", k)

@@ -18,7 +18,7 @@ import (
 // pod_connect_ip, or pull from another image registry.
 //
 // The result is what loading c's options with the overrides applied
-// gives (LoadConfig), checked as LoadConfig checks, keeping c's
+// gives (Load), checked as Load checks, keeping c's
 // profile_list (unless the overrides set one) and every field that only
 // Go can set (the funcs). It is not resolved: Resolve applies a profile
 // over it as over c, and the profile's overrides win over these. As in
@@ -84,7 +84,7 @@ func (c Config) Override(overrides map[string]any) (Config, error) {
 // than merging into it (unlike Override). A null value unsets the option
 // (its default applies). The values are JSON as written: the order of an
 // `environment` mapping and of the profiles is kept. The result is
-// checked as LoadConfig checks; it keeps c's funcs and, unless options
+// checked as Load checks; it keeps c's funcs and, unless options
 // set profile_list, c's profile list. An unknown key or a bad value is an
 // error naming the option. c is not changed.
 func (c Config) WithOptions(options map[string]json.RawMessage) (Config, error) {

@@ -94,7 +94,7 @@ type UnlistedChoice struct {
 }
 
 // UnmarshalJSON decodes strictly and compiles validation_regex once, so a
-// bad pattern fails LoadConfig instead of a start.
+// bad pattern fails Load instead of a start.
 func (u *UnlistedChoice) UnmarshalJSON(data []byte) error {
 	type plain UnlistedChoice
 	var p plain
@@ -243,7 +243,7 @@ func (e *ProfileError) Unwrap() error { return e.Err }
 // The overrides merge into the Config's option values: those it was
 // loaded with, or, for a Config built in Go, those its fields hold (a
 // zero field is an absent option), so a Go-built Config resolves as the
-// equivalent YAML does. A Config this package returns (LoadConfig,
+// equivalent YAML does. A Config this package returns (Load,
 // Resolve, Factory.Config, Objects.Config) carries the values it was made
 // from: a field changed on it afterwards is not what the overrides merge
 // into. The result keeps every field that only Go can set (the funcs).

@@ -29,7 +29,7 @@ const pyOptionsFile = "../python/spawnkit_jupyterhub/kubespawner_options.json"
 
 // TestPythonOptionList keeps the Python Spawner's option list (the
 // traits SpawnkitSpawner accepts as c.KubeSpawner.<option>) equal to what
-// LoadConfig accepts and to the options table: one source of truth, so a
+// Load accepts and to the options table: one source of truth, so a
 // name the two sides disagree on fails here. Rewrite the file with
 // go test ./spawner -run TestPythonOptionList -update-python-options.
 func TestPythonOptionList(t *testing.T) {
@@ -50,7 +50,7 @@ func TestPythonOptionList(t *testing.T) {
 	for _, name := range names {
 		row := rows[name]
 		if row.status != "not applicable" && !isOptionKey(name) {
-			t.Errorf("option %s is %s in the table but LoadConfig does not take it", name, row.status)
+			t.Errorf("option %s is %s in the table but Load does not take it", name, row.status)
 		}
 		o := pyOption{Name: name, Status: row.status, Default: typed[name]}
 		if row.status == "not applicable" || row.status == "deviates" {

@@ -15,7 +15,7 @@ func TestRetiredNamespacesValidated(t *testing.T) {
 		data, _ := json.Marshal(map[string]any{"image": "lab", "retired_namespaces": []string{"ok", bad}})
 		_, err := Load(data)
 		if err == nil || !IsInvalidConfig(err) || !strings.Contains(err.Error(), "retired_namespaces[1]") {
-			t.Errorf("retired_namespaces %q: LoadConfig = %v, want a ConfigError naming retired_namespaces[1]", bad, err)
+			t.Errorf("retired_namespaces %q: Load = %v, want a ConfigError naming retired_namespaces[1]", bad, err)
 		}
 	}
 	data, _ := json.Marshal(map[string]any{"image": "lab", "retired_namespaces": []string{"jhub-old", "{hubnamespace}-{username}"}})

@@ -54,7 +54,7 @@ func TestUnknownKeysSayWhereAndWhat(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load([]byte(tc.yaml))
 			if err == nil {
-				t.Fatalf("LoadConfig accepted:\n%s", tc.yaml)
+				t.Fatalf("Load accepted:\n%s", tc.yaml)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
@@ -72,7 +72,7 @@ func TestUnknownKeysSayWhereAndWhat(t *testing.T) {
 	// Keys inside an option's value are names of the user's choosing.
 	ok := "extra_labels:\n  mem_gurantee: x\nextra_resource_limits:\n  nvidia.com/gpu: \"1\"\nprofile_list:\n  - display_name: a\n    kubespawner_override:\n      extra_labels: {cpu_limt: y}\n"
 	if _, err := Load([]byte(ok)); err != nil {
-		t.Errorf("LoadConfig refused keys inside option values: %v", err)
+		t.Errorf("Load refused keys inside option values: %v", err)
 	}
 }
 

@@ -586,7 +586,7 @@ func quotaResourceName(name string) bool {
 		strings.HasPrefix(name, "hugepages-") || strings.HasPrefix(name, "requests.hugepages-") || strings.HasPrefix(name, "limits.hugepages-")
 }
 
-// optionKeys are the option names LoadConfig accepts: Config's own
+// optionKeys are the option names Load accepts: Config's own
 // (its JSON names), the pod's, the hub's, environment, and the names
 // kubespawnerCompat renames or ignores.
 var optionKeys = func() map[string]bool {
@@ -605,7 +605,7 @@ var optionKeys = func() map[string]bool {
 	return m
 }()
 
-// isOptionKey reports whether k names an option LoadConfig accepts.
+// isOptionKey reports whether k names an option Load accepts.
 func isOptionKey(k string) bool { return optionKeys[k] }
 
 // checkClaim checks the claim storage_pvc_ensure makes as the API server

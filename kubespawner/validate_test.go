@@ -87,7 +87,7 @@ func TestYAMLLimits(t *testing.T) {
 }
 
 // TestLoadConfigItselfRejects: values that can only fail later are
-// refused by LoadConfig itself, naming the option, not first by a start.
+// refused by Load itself, naming the option, not first by a start.
 func TestLoadConfigItselfRejects(t *testing.T) {
 	for _, tc := range []struct{ yaml, key string }{
 		{"image: ''", "image"},
@@ -101,7 +101,7 @@ func TestLoadConfigItselfRejects(t *testing.T) {
 		_, err := Load([]byte(tc.yaml))
 		var ce *ConfigError
 		if !errors.As(err, &ce) || !slices.ContainsFunc(ce.Keys(), func(k string) bool { return strings.HasPrefix(k, tc.key) }) {
-			t.Errorf("LoadConfig(%q) = %v; want a ConfigError naming %s", tc.yaml, err, tc.key)
+			t.Errorf("Load(%q) = %v; want a ConfigError naming %s", tc.yaml, err, tc.key)
 		}
 	}
 	// Without the option, KubeSpawner's default image applies.

@@ -14,7 +14,7 @@ import (
 // bombs by a similar rule; the converter walks nodes itself, so it bounds
 // them itself.
 const (
-	// MaxConfigSize is the largest configuration LoadConfig reads.
+	// MaxConfigSize is the largest configuration Load reads.
 	MaxConfigSize = 4 << 20
 	// maxAliasNodes is how many nodes aliases may add by expansion beyond
 	// the document's own node count.

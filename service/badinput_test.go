@@ -60,7 +60,7 @@ func TestBadNamesInPath(t *testing.T) {
 // TestManagerErrorsMapToStatus: what a caller's input causes is a 4xx
 // with the reason, not a 500.
 func TestManagerErrorsMapToStatus(t *testing.T) {
-	// A bad option is a *ConfigError from LoadConfig itself.
+	// A bad option is a *ConfigError from kubespawner.Load itself.
 	_, planErr := kubespawner.Load([]byte("image: x\nport: 70000"))
 	if planErr == nil {
 		t.Fatal("port 70000 loaded")

@@ -11,7 +11,7 @@ import (
 	"github.com/spawnkit/spawnkit/kubespawner"
 )
 
-// testProfiles is a profile list as LoadConfig reads it.
+// testProfiles is a profile list as kubespawner.Load reads it.
 func testProfiles(t *testing.T) []kubespawner.Profile {
 	t.Helper()
 	cfg, err := kubespawner.Load([]byte(`

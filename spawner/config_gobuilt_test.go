@@ -212,7 +212,7 @@ func goBuiltWays(t *testing.T, ns string) []struct {
 		name string
 		cfg  kubespawner.Config
 	}{
-		{"LoadConfig", loaded},
+		{"kubespawner.Load", loaded},
 		{"Go literal with ProfileList", goBuiltConfig(ns, goBuiltProfiles(), false)},
 		{"Go literal with ProfileListFunc", goBuiltConfig(ns, goBuiltProfiles(), true)},
 		{"Go literal with ProfileListFunc of the loaded profiles", goBuiltConfig(ns, loaded.ProfileList, true)},

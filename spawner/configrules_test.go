@@ -546,7 +546,7 @@ func unvalidatedUnlisted(in *caseInput) []string {
 
 // unknownOptions are the keys, at the top level and in every override
 // dictionary of the profile list (profiles, choices, unlisted choices),
-// that LoadConfig does not know as options.
+// that kubespawner.Load does not know as options.
 func unknownOptions(in *caseInput) []string {
 	var out []string
 	unknown := func(key string, value json.RawMessage) bool {

@@ -51,7 +51,7 @@ type configCase struct {
 }
 
 // TestConfigVectors runs each KubeSpawner configuration of the reference
-// vectors through LoadConfig, Resolve and Plan and compares the names,
+// vectors through kubespawner.Load, Resolve and Plan and compares the names,
 // objects, env and URL with what the real KubeSpawner made. Deliberate
 // differences are the rules of kubespawnerRules (configrules_test.go).
 func TestConfigVectors(t *testing.T) {

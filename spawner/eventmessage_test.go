@@ -46,7 +46,7 @@ func TestEventRulesAreChecked(t *testing.T) {
 		{"event_message_rules: [{reson: Scheduled, drop: true}]", "reson"},
 	} {
 		if _, err := kubespawner.Load([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("LoadConfig(%s) = %v, want an error naming %s", c.yaml, err, c.want)
+			t.Errorf("kubespawner.Load(%s) = %v, want an error naming %s", c.yaml, err, c.want)
 		}
 	}
 }

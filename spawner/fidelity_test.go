@@ -289,7 +289,7 @@ func TestUnknownOverrideKeysAtLoad(t *testing.T) {
 		{"profile_list:\n- display_name: a\n  profile_options:\n    o:\n      display_name: o\n      unlisted_choice: {enabled: true, kubespawner_override: {imgae: \"{value}\"}}\n", "imgae"},
 	} {
 		if _, err := kubespawner.Load([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.key) {
-			t.Errorf("%s: LoadConfig = %v, want an error naming %q", c.yaml, err, c.key)
+			t.Errorf("%s: kubespawner.Load = %v, want an error naming %q", c.yaml, err, c.key)
 		}
 	}
 }

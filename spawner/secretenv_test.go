@@ -117,7 +117,7 @@ func TestSecretEnvConfigIsChecked(t *testing.T) {
 	} {
 		_, err := kubespawner.Load([]byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("LoadConfig(%s) = %v, want an error naming %s", c.yaml, err, c.want)
+			t.Errorf("kubespawner.Load(%s) = %v, want an error naming %s", c.yaml, err, c.want)
 		}
 	}
 	cfg, err := kubespawner.Load([]byte("secret_env: []"))

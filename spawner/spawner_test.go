@@ -424,9 +424,9 @@ tolerations:
 	}
 	for _, bad := range []string{"imagee: x", "cpu_limit: lots", "start_timeout: soon", "port: http"} {
 		if _, err := kubespawner.Load([]byte(bad)); err == nil {
-			t.Errorf("LoadConfig(%q) succeeded", bad)
+			t.Errorf("kubespawner.Load(%q) succeeded", bad)
 		} else if key := strings.SplitN(bad, ":", 2)[0]; !strings.Contains(err.Error(), key) && !strings.Contains(err.Error(), "Config.") {
-			t.Errorf("LoadConfig(%q): error %q does not name the key", bad, err)
+			t.Errorf("kubespawner.Load(%q): error %q does not name the key", bad, err)
 		}
 	}
 }

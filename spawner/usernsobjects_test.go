@@ -172,7 +172,7 @@ func TestNamespaceObjectConfigIsChecked(t *testing.T) {
 		{"enable_user_namespaces: true\nuser_namespace_resource_quota: {limit.memory: 8Gi}", "limit.memory"},
 	} {
 		if _, err := kubespawner.Load([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("LoadConfig(%q) = %v, want an error naming %s", c.yaml, err, c.want)
+			t.Errorf("kubespawner.Load(%q) = %v, want an error naming %s", c.yaml, err, c.want)
 		}
 	}
 	cfg, err := kubespawner.Load([]byte("enable_user_namespaces: true\nnamespace: jhub\nnetwork_policy: {enabled: true, egress_allow_rules: {private_ips: true}}\nuser_namespace_resource_quota: {limits.memory: \"{username}Gi\"}"))
