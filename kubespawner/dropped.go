@@ -5,7 +5,7 @@ import "strings"
 // droppedRoots are the paths allowed_dropped_fields entries start with.
 var droppedRoots = []string{"spec", "metadata.labels", "metadata.annotations"}
 
-// covered reports whether the allowed_dropped_fields entry a covers the
+// DroppedAllowed reports whether the allowed_dropped_fields entry a covers the
 // dropped field path f: "*", f itself, or a path f is beneath.
 func DroppedAllowed(f, a string) bool {
 	if a == "*" || f == a {

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/spawnkit/spawnkit/naming"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/spawnkit/spawnkit/naming"
 )
 
 // retiredTemplate reports whether a retired_namespaces entry is a

@@ -15,7 +15,7 @@ import (
 // "<name>_unavailable!".
 const unavailablePVCName = "pvc_name_unavailable!"
 
-// secretUsesPVCName reports whether secret_name_template uses {pvc_name}.
+// SecretUsesPVCName reports whether secret_name_template uses {pvc_name}.
 // naming refuses such a template (the claim's name comes after the
 // secret's); KubeSpawner renders it, and uses the secret only with
 // internal SSL. So namingOptions hands naming the default secret template
@@ -30,7 +30,7 @@ func (c *Config) SecretUsesPVCName() bool {
 	return err == nil && slices.Contains(t.References(), "pvc_name")
 }
 
-// secretName is the internal-SSL secret's name of a configuration whose
+// SecretName is the internal-SSL secret's name of a configuration whose
 // secret_name_template uses {pvc_name}, as KubeSpawner renders it, from
 // the fields at the secret's turn (f, the base names' fields), and its
 // error where the API server would refuse it as a secret's name.

@@ -3,6 +3,7 @@ package kubespawner
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -203,3 +204,25 @@ func sortedKeys(m map[string]bool) []string {
 func closestKey(key string, known map[string]bool) string {
 	return keyhint.Closest(key, sortedKeys(known))
 }
+
+// optionKeys are the option names Load accepts: Config's own
+// (its JSON names), the pod's, the hub's, environment, and the names
+// kubespawnerCompat renames or ignores.
+var optionKeys = func() map[string]bool {
+	m := map[string]bool{"environment": true}
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			m[name] = true
+		}
+	}
+	for _, list := range [][]string{hubOptions, podOptionKeys, slices.Collect(maps.Keys(deprecatedOptions)), slices.Collect(maps.Keys(noopOptions))} {
+		for _, k := range list {
+			m[k] = true
+		}
+	}
+	return m
+}()
+
+// isOptionKey reports whether k names an option Load accepts.
+func isOptionKey(k string) bool { return optionKeys[k] }
