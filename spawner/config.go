@@ -13,12 +13,6 @@ func boolOr(b *bool, def bool) bool {
 	return *b
 }
 
-// EnvSecretName is the name of the environment Secret of the pod named
-// pod: the pod's name and ".env". A pod name has no dot under the
-// default templates, so it never collides with another server's
-// internal-SSL Secret (named as the pod).
-func EnvSecretName(pod string) string { return pod + ".env" }
-
 // eventRules are a start's event_message_rules, compiled once per start
 // (a Config is shared by concurrent starts and never written).
 type eventRules []compiledRule

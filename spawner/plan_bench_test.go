@@ -41,7 +41,7 @@ func BenchmarkPlan(b *testing.B) {
 		s := servers[i%len(servers)]
 		i++
 		st := State{PodName: s.names.Pod, Namespace: s.names.Namespace, DNSName: s.names.DNS}
-		if _, err := plan(ctx, s.srv, &cfg, &s.names, &st, &StartOptions{}, "0123456789abcdef", ""); err != nil {
+		if _, err := plan(ctx, &planInput{server: s.srv, base: &cfg, names: &s.names, state: &st, opts: &StartOptions{}, startID: "0123456789abcdef"}); err != nil {
 			b.Fatal(err)
 		}
 	}

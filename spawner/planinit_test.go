@@ -118,7 +118,7 @@ func TestPlanLeavesItsConfigUnchanged(t *testing.T) {
 		}
 		st := State{PodName: names.Pod, Namespace: names.Namespace, DNSName: names.DNS}
 		for range 2 {
-			if _, err := plan(t.Context(), srv, cfg, &names, &st, &StartOptions{UserOptions: map[string]string{}}, "0123456789abcdef", ""); err != nil {
+			if _, err := plan(t.Context(), &planInput{server: srv, base: cfg, names: &names, state: &st, opts: &StartOptions{UserOptions: map[string]string{}}, startID: "0123456789abcdef"}); err != nil {
 				t.Fatalf("%q: %v", yaml, err)
 			}
 		}
@@ -129,7 +129,7 @@ func TestPlanLeavesItsConfigUnchanged(t *testing.T) {
 			t.Fatal(err)
 		}
 		ost := State{PodName: onames.Pod, Namespace: onames.Namespace, DNSName: onames.DNS}
-		o, err := plan(t.Context(), other, cfg, &onames, &ost, &StartOptions{}, "0123456789abcdef", "")
+		o, err := plan(t.Context(), &planInput{server: other, base: cfg, names: &onames, state: &ost, opts: &StartOptions{}, startID: "0123456789abcdef"})
 		if err != nil {
 			t.Fatal(err)
 		}

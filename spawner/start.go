@@ -397,7 +397,7 @@ func (s *Spawner) objectsFor(ctx context.Context, run *startRun, opts *StartOpti
 	o := s.planFor(opts, &st)
 	if o == nil {
 		var err error
-		if o, err = plan(ctx, s.server, &s.b.cfg, &s.names, &st, opts, newStartID(), s.b.cluster); err != nil {
+		if o, err = plan(ctx, &planInput{server: s.server, base: &s.b.cfg, names: &s.names, state: &st, opts: opts, startID: newStartID(), cluster: s.b.cluster}); err != nil {
 			return nil, StepPlan, err
 		}
 	}
@@ -415,7 +415,7 @@ func (s *Spawner) objectsFor(ctx context.Context, run *startRun, opts *StartOpti
 	}
 	em.note(0, "Using the claim "+legacy+" of an earlier KubeSpawner (handle_legacy_names)")
 	st.PVCName = legacy
-	if o, err = plan(ctx, s.server, &s.b.cfg, &s.names, &st, opts, run.startID, s.b.cluster); err != nil {
+	if o, err = plan(ctx, &planInput{server: s.server, base: &s.b.cfg, names: &s.names, state: &st, opts: opts, startID: run.startID, cluster: s.b.cluster}); err != nil {
 		return nil, StepPlan, err
 	}
 	return o, "", nil
