@@ -19,7 +19,7 @@ import (
 // start's spawner.StartOptions.
 type SpawnOptions struct {
 	// UserOptions select a profile and its options (see
-	// spawner.Config.Resolve).
+	// kubespawner.Config.Resolve).
 	UserOptions map[string]string
 	// Attributes are the KubeSpawner options the hub set on its Spawner
 	// (see spawner.StartOptions.Attributes).
@@ -80,7 +80,7 @@ func (o *SpawnOptions) startOptions(s naming.Server) spawner.StartOptions {
 // Spawn returns its status and started false. A server that is stopping,
 // or that DeleteForever is deleting, is ErrBusy. Bad user options fail
 // here (a *spawner.StartError at step plan wrapping the
-// *spawner.ProfileError), before anything is created and before the
+// *kubespawner.ProfileError), before anything is created and before the
 // Manager knows the server. The start outlives ctx and ends with the
 // Manager's term (detached, for the next leader to resume) or with Stop.
 func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions) (Status, bool, error) {

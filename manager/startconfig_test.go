@@ -30,7 +30,7 @@ import (
 // starts a server (SpawnOptions.Hub).
 
 // hubConfig is base with options set over it as a hub's configuration
-// sets them (spawner.Config.WithOptions), each value written as JSON.
+// sets them (kubespawner.Config.WithOptions), each value written as JSON.
 func hubConfig(t *testing.T, base kubespawner.Config, options map[string]any) *kubespawner.Config {
 	t.Helper()
 	raw := map[string]json.RawMessage{}

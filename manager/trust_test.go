@@ -353,7 +353,7 @@ func TestNamespacesAManagerCannotList(t *testing.T) {
 	_, _, err = m.Spawn(ctx, naming.Server{Username: "carol"}, SpawnOptions{UserOptions: map[string]string{"profile": "undeclared"}})
 	var pe *kubespawner.ProfileError
 	if !errors.As(err, &pe) || !strings.Contains(err.Error(), `"kube-system"`) {
-		t.Fatalf("Spawn with an undeclared profile namespace = %v, want a *spawner.ProfileError naming it", err)
+		t.Fatalf("Spawn with an undeclared profile namespace = %v, want a *kubespawner.ProfileError naming it", err)
 	}
 	if _, _, err := m.Spawn(ctx, naming.Server{Username: "dave"}, SpawnOptions{Env: hubStart().Env}); err != nil {
 		t.Fatal(err)

@@ -222,7 +222,7 @@ func (a *api) seed(w http.ResponseWriter, r *http.Request) error {
 }
 
 // hubAttributes checks the attributes a hub set on its Spawner: only
-// spawner.HubAttributes, each a number or a string (JupyterHub's
+// kubespawner.HubAttributes, each a number or a string (JupyterHub's
 // cpu_limit is a float, mem_limit an int or a string with a unit); the
 // values themselves are checked as configuration values by the start.
 func hubAttributes(raw map[string]json.RawMessage) (map[string]any, error) {

@@ -55,7 +55,7 @@ type clusterEntry struct {
 	KubeAPIQPS   *float64 `json:"kube_api_qps,omitempty"`
 	KubeAPIBurst *int     `json:"kube_api_burst,omitempty"`
 	// KubespawnerOverride is applied over -config for this cluster's
-	// servers (spawner.Config.Override), as a profile's
+	// servers (kubespawner.Config.Override), as a profile's
 	// kubespawner_override is: the profile's own overrides win.
 	KubespawnerOverride map[string]any `json:"kubespawner_override,omitempty"`
 	// Retired keeps a cluster that takes no new start, for the servers
