@@ -207,15 +207,6 @@ func strictJSON(raw []byte, v any) error {
 	return dec.Decode(v)
 }
 
-func (e *ProfileError) Error() string {
-	if e.Err != nil {
-		return "spawner: " + e.Msg + ": " + e.Err.Error()
-	}
-	return "spawner: " + e.Msg
-}
-
-func (e *ProfileError) Unwrap() error { return e.Err }
-
 // checkProfiles checks what of a profile list can be checked without user
 // options: unique slugs, compilable validation_regex, overrides that are
 // JSON (a list built in Go may hold any Go value). The overrides' values

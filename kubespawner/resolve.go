@@ -26,6 +26,15 @@ type ProfileError struct {
 	Err error
 }
 
+func (e *ProfileError) Error() string {
+	if e.Err != nil {
+		return "spawner: " + e.Msg + ": " + e.Err.Error()
+	}
+	return "spawner: " + e.Msg
+}
+
+func (e *ProfileError) Unwrap() error { return e.Err }
+
 // Resolve returns the effective configuration for a server's user options
 // (profile, <option>, <option>--unlisted-choice), as KubeSpawner's
 // load_user_options does: the chosen (or default) profile's overrides,
