@@ -1,0 +1,394 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/spawnkit/spawnkit/internal/leader"
+	"github.com/spawnkit/spawnkit/reflector"
+	"github.com/spawnkit/spawnkit/spawner"
+)
+
+// Start runs the Manager until ctx ends: it takes the pod informer for
+// the Manager's lifetime (so nothing relists in steady state), recovers
+// every server recorded on a pod in the cluster, then reconciles servers
+// on pod events through a rate-limited workqueue and on a jittered
+// resync. With LeaderElection it runs servers only while it holds the
+// Lease, and a Lease it cannot read, create or update (a namespace that
+// does not exist, a missing RBAC rule) is an error returned at once.
+//
+// When ctx ends (or the lease is lost), the Manager stops taking work and
+// cancels its starts with ErrShutdown: they are detached, never deleted,
+// and the next leader resumes them. Stops and deletions in flight may
+// finish first (see LeaderElection); only then is the Lease released.
+// Start returns after every goroutine it started has ended.
+func (m *Manager) Start(ctx context.Context) (err error) {
+	log := logr.FromContextOrDiscard(ctx).WithName("manager")
+	m.mu.Lock()
+	if m.started {
+		m.mu.Unlock()
+		return errAlreadyStarted
+	}
+	m.started = true
+	m.mu.Unlock()
+	// Last of Start's deferred calls: WaitLeading then sees running unset.
+	defer close(m.stopped)
+	// Before stopped closes: a WaitReady or WaitLeading that saw Start
+	// fail reports why (a hub's errgroup may see its error first).
+	defer func() {
+		m.mu.Lock()
+		m.startErr = err
+		m.mu.Unlock()
+	}()
+	// Once per cluster, before any watch: a server older than spawnkit
+	// supports is refused with its version rather than misbehaving
+	// later.
+	if err := m.checkVersions(ctx, log); err != nil {
+		close(m.ready)
+		return err
+	}
+	if m.lease != nil {
+		if err := leader.Check(ctx, *m.lease); err != nil {
+			m.observeLease(err)
+			close(m.ready)
+			return fmt.Errorf("manager: %w", err)
+		}
+	}
+	// Every namespace a server can be in, the profiles' included, so
+	// that recovery finds, and Stop reaches, a server a profile put
+	// elsewhere; in every cluster.
+	var sets []*podSet
+	releaseAll := func() {
+		for _, p := range sets {
+			p.Release()
+		}
+	}
+	for _, c := range m.cells {
+		namespaces, all, _ := c.factory.Namespaces()
+		pods, err := acquirePods(ctx, c.registry, watchedNamespaces(namespaces, all))
+		if err != nil {
+			releaseAll()
+			close(m.ready)
+			if c.name != "" {
+				return fmt.Errorf("manager: cluster %q: %w", c.name, err)
+			}
+			return err
+		}
+		sets = append(sets, pods)
+		c.mu.Lock()
+		c.pods = pods
+		c.mu.Unlock()
+	}
+	m.mu.Lock()
+	m.log = log
+	m.running, m.ran = true, true
+	m.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[serverKey](),
+		workqueue.TypedRateLimitingQueueConfig[serverKey]{Name: "spawnkit-manager"})
+	m.mu.Unlock()
+
+	var workers sync.WaitGroup
+	defer func() {
+		m.mu.Lock()
+		m.running = false
+		m.mu.Unlock()
+		m.queue.ShutDown()
+		workers.Wait()
+		for _, e := range m.entries() {
+			e.sp.Close()
+		}
+		releaseAll()
+		m.closeWatchers()
+	}()
+
+	// Observe, not OnChange: no replay is needed (recover reads the cache
+	// once it has synced, after this), and a client-go listener of its
+	// own would cost two goroutine hand-offs for every pod change.
+	for _, c := range m.cells {
+		remove, err := c.pods.Observe(func(pod *reflector.Pod, deleted bool) { m.podChanged(c, pod, deleted) })
+		if err != nil {
+			close(m.ready)
+			return err
+		}
+		defer remove()
+	}
+	// The clusters sync at once; with several, a cluster that does not
+	// answer does not hold the others back: it is recovered when its
+	// informers sync, and is unavailable meanwhile.
+	if err := m.syncClusters(ctx); err != nil {
+		close(m.ready)
+		return nil // ctx ended before the first sync
+	}
+	if m.lease == nil {
+		// One term for the Manager's life, from recovery on: servers
+		// found starting are resumed as they are recovered, and calls
+		// after ready find it leading.
+		m.mu.Lock()
+		m.setLeadingLocked(true)
+		m.mu.Unlock()
+	}
+	m.recover(ctx, log)
+	close(m.ready)
+	var health sync.WaitGroup
+	if m.multi {
+		healthCtx, stopHealth := context.WithCancel(ctx)
+		health.Add(1)
+		go func() {
+			defer health.Done()
+			m.watchClusters(healthCtx)
+		}()
+		defer health.Wait()
+		defer stopHealth()
+	}
+	for range m.opts.Workers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for m.processNext(ctx, log) {
+			}
+		}()
+	}
+
+	// The terms: one for the Manager's life, or one per lease held. The
+	// goroutine ends once ctx has ended and the last term has.
+	termsDone := make(chan error, 1)
+	go func() {
+		if m.lease == nil {
+			m.lead(ctx, m.stopGrace())
+			termsDone <- nil
+			return
+		}
+		termsDone <- leader.Run(logr.NewContext(ctx, log), *m.lease, func(term context.Context) { m.lead(term, m.stopGrace()) })
+	}()
+	for {
+		jitter := time.Duration(rand.Int64N(int64(m.opts.ResyncInterval)/10 + 1))
+		select {
+		case <-ctx.Done():
+			return <-termsDone
+		case err := <-termsDone:
+			// ctx ended and the last term with it (this case can win the
+			// select over ctx.Done), or leader election gave up (it
+			// returns early only on an error).
+			if err == nil || ctx.Err() != nil {
+				return err
+			}
+			return fmt.Errorf("manager: %w", err)
+		case <-m.opts.Clock.After(m.opts.ResyncInterval + jitter):
+			m.resync(ctx)
+		}
+	}
+}
+
+// checkVersions checks each cluster's API server version at Start. With
+// one cluster, any failure is Start's error. With several, only a server
+// too old is: a cluster that does not answer (within pingTimeout) is
+// marked unavailable and checked by checkCluster once it answers, so
+// that a restart while one cluster is away serves the others.
+func (m *Manager) checkVersions(ctx context.Context, log logr.Logger) error {
+	if !m.multi {
+		c := m.cells[0]
+		info, err := spawner.CheckServerVersion(ctx, c.client)
+		if err != nil {
+			return fmt.Errorf("manager: %w", err)
+		}
+		c.versionOK = true // before any goroutine reads it
+		log.V(1).Info("API server", "version", info.GitVersion)
+		return nil
+	}
+	errs := make([]error, len(m.cells))
+	var wg sync.WaitGroup
+	for i, c := range m.cells {
+		wg.Go(func() { errs[i] = c.ping(ctx, log) })
+	}
+	wg.Wait()
+	now := time.Now()
+	for i, c := range m.cells {
+		switch err := errs[i]; {
+		case err == nil:
+		case errors.Is(err, spawner.ErrServerTooOld):
+			return fmt.Errorf("manager: %w", err)
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
+		default:
+			log.Info("cluster not answering at start: unavailable until it does", "cluster", c.name, "error", err.Error())
+			c.mu.Lock()
+			c.badSince, c.down, c.downSince = now, true, now
+			c.mu.Unlock()
+			m.metrics.clusterUp(c.name, false)
+		}
+	}
+	return nil
+}
+
+// syncClusters waits until the clusters' informers have synced. With one
+// cluster it waits, bounded by ctx, as a Manager always has. With
+// several, once one has synced the others get clusterSyncGrace: a cluster
+// that has not synced by then is unavailable, and its servers are
+// recovered from its informers' events once it syncs; a down cluster
+// never holds the others back.
+func (m *Manager) syncClusters(ctx context.Context) error {
+	if !m.multi {
+		return m.cells[0].podSet().WaitForSync(ctx)
+	}
+	synced := make(chan int, len(m.cells))
+	var graceTimer *time.Timer
+	waitCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	// The waits of clusters not synced yet end here (cancel first: wg
+	// waits for them).
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	for i, c := range m.cells {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if c.podSet().WaitForSync(waitCtx) == nil {
+				synced <- i
+			}
+		}()
+	}
+	// Awaited: every cluster but those that did not answer the version
+	// check (they are unavailable already; their informers retry).
+	awaited := 0
+	for _, c := range m.cells {
+		if down, _ := c.unavailable(); !down {
+			awaited++
+		}
+	}
+	first := true
+	for n := 0; first || n < awaited; {
+		var grace <-chan time.Time
+		if !first {
+			if graceTimer == nil {
+				graceTimer = time.NewTimer(clusterSyncGrace)
+				defer graceTimer.Stop()
+			}
+			grace = graceTimer.C
+		}
+		select {
+		case i := <-synced:
+			first = false
+			if down, _ := m.cells[i].unavailable(); !down {
+				n++
+			}
+		case <-grace:
+			now := time.Now()
+			for _, c := range m.cells {
+				if !c.synced() {
+					c.mu.Lock()
+					c.badSince, c.down, c.downSince = now, true, now
+					c.mu.Unlock()
+					m.metrics.clusterUp(c.name, false)
+				}
+			}
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	return nil
+}
+
+// clusterSyncGrace is how long Start waits, with several clusters, for
+// the others once one cluster's informers have synced.
+const clusterSyncGrace = 30 * time.Second
+
+// WaitReady waits, bounded by ctx, until Start has recovered the
+// cluster's servers: from then on Status, List and Watch report them. It
+// is ErrNotRunning if ctx ends first or the Manager is not running (Start
+// failed or returned; when Start failed before it ran, wrapping Start's
+// error). Every other call waits for this itself; a hub
+// calls it to hold its own readiness back.
+func (m *Manager) WaitReady(ctx context.Context) error { return m.waitReady(ctx) }
+
+// WaitLeading waits, bounded by ctx, until this Manager may change
+// servers: it has recovered the cluster's servers (WaitReady) and, with
+// LeaderElection, holds the Lease; without LeaderElection it is
+// WaitReady. A hub calls it after starting the Manager and before it
+// takes requests: Spawn, Stop and DeleteForever wait for recovery but not
+// for the Lease (a standby returns ErrNotLeader at once, so that a
+// request sent to it can go to the leader instead of hanging), and a
+// replica gains the Lease only some time after Start (at once when the
+// Lease is free; LeaseDuration after the last renewal when a replica
+// that is gone held it without releasing it).
+//
+// It returns ErrNotLeader (with ctx's cause) when ctx ends before this
+// replica leads, and ErrNotRunning when the Manager is not running or
+// stops while it waits (Start failed or returned). When Start failed
+// before it ran (a cluster too old, a Lease this identity may not use),
+// the error wraps Start's too, so a hub that waits in an errgroup beside
+// Start reports why whichever returns first. Leading can end at
+// any time after it returns (the lease is lost): the calls then return
+// ErrNotLeader.
+func (m *Manager) WaitLeading(ctx context.Context) error {
+	if err := m.waitReady(ctx); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	led := m.led
+	m.mu.Unlock()
+	select {
+	case <-led:
+		return nil
+	case <-m.stopped:
+		return ErrNotRunning
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrNotLeader, context.Cause(ctx))
+	}
+}
+
+// waitReady waits, bounded by ctx, until the Manager runs and has
+// recovered the cluster's servers.
+func (m *Manager) waitReady(ctx context.Context) error {
+	select {
+	case <-m.ready:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrNotRunning, context.Cause(ctx))
+	}
+	m.mu.Lock()
+	running, ran := m.running, m.ran
+	m.mu.Unlock()
+	if running {
+		return nil
+	}
+	if !ran {
+		// Start failed before it ran (ready is closed on its way out):
+		// its error is moments away.
+		select {
+		case <-m.stopped:
+		case <-ctx.Done():
+			return ErrNotRunning
+		}
+		m.mu.Lock()
+		err := m.startErr
+		m.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("%w: Start failed: %w", ErrNotRunning, err)
+		}
+	}
+	return ErrNotRunning
+}
+
+// waitLeading is waitReady for calls that change servers: they also
+// need this replica to lead.
+func (m *Manager) waitLeading(ctx context.Context) error {
+	if err := m.waitReady(ctx); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.leading {
+		return ErrNotLeader
+	}
+	return nil
+}
+
+var errAlreadyStarted = errors.New("manager: a Manager runs once; create a new one")
