@@ -186,7 +186,8 @@ type Manager struct {
 	lastTurn atomic.Int64
 
 	// ready is closed once Start has recovered the servers in the
-	// cluster; calls wait for it.
+	// cluster, or once its set-up has failed (running unset): calls wait
+	// for it. Start alone closes it, in one place.
 	ready chan struct{}
 	// led is closed while leading is set (a new, open one replaces it
 	// when a term ends; guarded by mu); stopped is closed when Start

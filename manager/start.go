@@ -47,44 +47,60 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 		m.startErr = err
 		m.mu.Unlock()
 	}()
+	var r runState
+	defer m.shutdown(&r)
+	recovered, err := m.setUp(ctx, log, &r)
+	// The one place ready closes: set-up has recovered the servers, or
+	// has failed (waitReady tells which from running and ran).
+	close(m.ready)
+	if !recovered {
+		return err
+	}
+	if m.multi {
+		stopWatching := m.startClusterWatch(ctx)
+		defer stopWatching()
+	}
+	for range m.opts.Workers {
+		r.workers.Go(func() {
+			for m.processNext(ctx, log) {
+			}
+		})
+	}
+	return m.serve(ctx, log)
+}
+
+// runState is what Start's set-up acquired, for shutdown to give back.
+// Only Start's goroutine uses it.
+type runState struct {
+	sets    []*podSet // every cluster's pod informers
+	removes []func()  // the pod observers, in the order added
+	// running is set once set-up has made the Manager running: shutdown
+	// then stops the queue, the workers, the Spawners and the watchers.
+	running bool
+	workers sync.WaitGroup
+}
+
+// setUp runs Start's phases up to recovery: the clusters' versions, the
+// Lease, the pod informers, the queue and the pod observers, then
+// recovery once the caches have synced. It reports whether the servers
+// were recovered; when they were not, err is Start's error (nil when ctx
+// ended before the first sync). r records what it acquired, for
+// shutdown, also when it fails.
+func (m *Manager) setUp(ctx context.Context, log logr.Logger, r *runState) (recovered bool, err error) {
 	// Once per cluster, before any watch: a server older than spawnkit
 	// supports is refused with its version rather than misbehaving
 	// later.
 	if err := m.checkVersions(ctx, log); err != nil {
-		close(m.ready)
-		return err
+		return false, err
 	}
 	if m.lease != nil {
 		if err := leader.Check(ctx, *m.lease); err != nil {
 			m.observeLease(err)
-			close(m.ready)
-			return fmt.Errorf("manager: %w", err)
+			return false, fmt.Errorf("manager: %w", err)
 		}
 	}
-	// Every namespace a server can be in, the profiles' included, so
-	// that recovery finds, and Stop reaches, a server a profile put
-	// elsewhere; in every cluster.
-	var sets []*podSet
-	releaseAll := func() {
-		for _, p := range sets {
-			p.Release()
-		}
-	}
-	for _, c := range m.cells {
-		namespaces, all, _ := c.factory.Namespaces()
-		pods, err := acquirePods(ctx, c.registry, watchedNamespaces(namespaces, all))
-		if err != nil {
-			releaseAll()
-			close(m.ready)
-			if c.name != "" {
-				return fmt.Errorf("manager: cluster %q: %w", c.name, err)
-			}
-			return err
-		}
-		sets = append(sets, pods)
-		c.mu.Lock()
-		c.pods = pods
-		c.mu.Unlock()
+	if err := m.acquireInformers(ctx, r); err != nil {
+		return false, err
 	}
 	m.mu.Lock()
 	m.log = log
@@ -92,20 +108,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	m.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[serverKey](),
 		workqueue.TypedRateLimitingQueueConfig[serverKey]{Name: "spawnkit-manager"})
 	m.mu.Unlock()
-
-	var workers sync.WaitGroup
-	defer func() {
-		m.mu.Lock()
-		m.running = false
-		m.mu.Unlock()
-		m.queue.ShutDown()
-		workers.Wait()
-		for _, e := range m.entries() {
-			e.sp.Close()
-		}
-		releaseAll()
-		m.closeWatchers()
-	}()
+	r.running = true
 
 	// Observe, not OnChange: no replay is needed (recover reads the cache
 	// once it has synced, after this), and a client-go listener of its
@@ -113,17 +116,15 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	for _, c := range m.cells {
 		remove, err := c.pods.Observe(func(pod *reflector.Pod, deleted bool) { m.podChanged(c, pod, deleted) })
 		if err != nil {
-			close(m.ready)
-			return err
+			return false, err
 		}
-		defer remove()
+		r.removes = append(r.removes, remove)
 	}
 	// The clusters sync at once; with several, a cluster that does not
 	// answer does not hold the others back: it is recovered when its
 	// informers sync, and is unavailable meanwhile.
 	if err := m.syncClusters(ctx); err != nil {
-		close(m.ready)
-		return nil // ctx ended before the first sync
+		return false, nil // ctx ended before the first sync
 	}
 	if m.lease == nil {
 		// One term for the Manager's life, from recovery on: servers
@@ -134,29 +135,77 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 		m.mu.Unlock()
 	}
 	m.recover(ctx, log)
-	close(m.ready)
-	var health sync.WaitGroup
-	if m.multi {
-		healthCtx, stopHealth := context.WithCancel(ctx)
-		health.Add(1)
-		go func() {
-			defer health.Done()
-			m.watchClusters(healthCtx)
-		}()
-		defer health.Wait()
-		defer stopHealth()
-	}
-	for range m.opts.Workers {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for m.processNext(ctx, log) {
-			}
-		}()
-	}
+	return true, nil
+}
 
-	// The terms: one for the Manager's life, or one per lease held. The
-	// goroutine ends once ctx has ended and the last term has.
+// acquireInformers takes, in every cluster, the pod informers of every
+// namespace a server can be in, the profiles' included, so that
+// recovery finds, and Stop reaches, a server a profile put elsewhere.
+// r records each cluster's, for shutdown to release.
+func (m *Manager) acquireInformers(ctx context.Context, r *runState) error {
+	for _, c := range m.cells {
+		namespaces, all, _ := c.factory.Namespaces()
+		pods, err := acquirePods(ctx, c.registry, watchedNamespaces(namespaces, all))
+		if err != nil {
+			if c.name != "" {
+				return fmt.Errorf("manager: cluster %q: %w", c.name, err)
+			}
+			return err
+		}
+		r.sets = append(r.sets, pods)
+		c.mu.Lock()
+		c.pods = pods
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// shutdown gives back what Start's set-up acquired, whatever it reached:
+// the pod observers first; then, once the Manager ran, it stops running,
+// the queue shuts down and the workers end, and the servers' Spawners
+// close; then the informers are released, and the watchers closed.
+func (m *Manager) shutdown(r *runState) {
+	for i := len(r.removes) - 1; i >= 0; i-- {
+		r.removes[i]()
+	}
+	if r.running {
+		m.mu.Lock()
+		m.running = false
+		m.mu.Unlock()
+		m.queue.ShutDown()
+		r.workers.Wait()
+		for _, e := range m.entries() {
+			e.sp.Close()
+		}
+	}
+	for _, p := range r.sets {
+		p.Release()
+	}
+	if r.running {
+		m.closeWatchers()
+	}
+}
+
+// startClusterWatch runs watchClusters in a goroutine of its own; stop
+// ends it and returns once it has.
+func (m *Manager) startClusterWatch(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.watchClusters(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// serve runs the terms (one for the Manager's life, or one per lease
+// held) and the jittered resync, until ctx has ended and the last term
+// with it, or leader election gives up (its error).
+func (m *Manager) serve(ctx context.Context, log logr.Logger) error {
+	// The goroutine ends once ctx has ended and the last term has.
 	termsDone := make(chan error, 1)
 	go func() {
 		if m.lease == nil {
