@@ -169,7 +169,7 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	if err != nil {
 		return Status{}, false, err
 	}
-	op, st, started, err := m.startLocked(ctx, e, s, sopts, target, fresh)
+	op, st, started, err := m.startLocked(ctx, e, startRequest{server: s, opts: sopts, target: target, fresh: fresh})
 	if fresh != nil && fresh != e.sp {
 		fresh.Close() // the entry was made meanwhile, with its own
 	}
@@ -230,9 +230,23 @@ func (m *Manager) checkElsewhere(ctx context.Context, s naming.Server, target *c
 // normally creates it within milliseconds of being accepted.
 const durableWait = 5 * time.Second
 
+// startRequest is a start Spawn has planned, for startLocked.
+type startRequest struct {
+	server naming.Server
+	// opts are the start's options, with its plan.
+	opts spawner.StartOptions
+	// target is the cluster placement picked.
+	target *cell
+	// fresh is the Spawner that planned the start, when Spawn made one
+	// (a new server, another cluster or configuration); nil when the
+	// entry's Spawner planned it.
+	fresh *spawner.Spawner
+}
+
 // startLocked begins the start of e (e.mu held) and returns its
 // operation, or the status to answer with when nothing began.
-func (m *Manager) startLocked(ctx context.Context, e *entry, s naming.Server, sopts spawner.StartOptions, target *cell, fresh *spawner.Spawner) (*operation, Status, bool, error) {
+func (m *Manager) startLocked(ctx context.Context, e *entry, req startRequest) (*operation, Status, bool, error) {
+	s, sopts, target, fresh := req.server, req.opts, req.target, req.fresh
 	if e.splitBrain != "" {
 		return nil, m.viewLocked(e), false, fmt.Errorf("%w: %s", ErrSplitBrain, e.splitBrain)
 	}
@@ -281,7 +295,7 @@ func (m *Manager) startLocked(ctx context.Context, e *entry, s naming.Server, so
 	sopts.OnPodCreated = op.markCreated
 	stream, esp := e.stream, e.sp
 	m.metrics.spawnsInFlight.Inc()
-	go m.runStart(opCtx, e, op, e.cell.name, esp, stream, func(ctx context.Context) (string, error) {
+	go m.runStart(opCtx, e, startJob{op: op, cluster: e.cell.name, sp: esp, stream: stream, do: func(ctx context.Context) (string, error) {
 		// A Stop (Cancelled) or the end of the term (Detached) while
 		// the start waits or checks: nothing was made.
 		ended := func(err error) error {
@@ -304,13 +318,25 @@ func (m *Manager) startLocked(ctx context.Context, e *entry, s naming.Server, so
 		o := sopts
 		sopts.Plan = nil // the start owns the plan now
 		return esp.Start(ctx, o)
-	})
+	}})
 	return op, m.viewLocked(e), true, nil
+}
+
+// startJob is a start or resume for runStart, with what it runs on as
+// it was when it began (under e.mu).
+type startJob struct {
+	op      *operation
+	cluster string // the server's cluster, for metrics
+	sp      *spawner.Spawner
+	stream  *spawner.Stream
+	// do runs the start or resume; it returns the server's URL.
+	do func(ctx context.Context) (string, error)
 }
 
 // runStart runs a start or resume and applies its outcome. It owns the
 // operation and ends it.
-func (m *Manager) runStart(ctx context.Context, e *entry, op *operation, cluster string, sp *spawner.Spawner, stream *spawner.Stream, do func(ctx context.Context) (string, error)) {
+func (m *Manager) runStart(ctx context.Context, e *entry, job startJob) {
+	op, cluster, sp, stream := job.op, job.cluster, job.sp, job.stream
 	defer m.endOp(op)
 	// podChanged skipped the pod's changes while the start ran: the
 	// server is reconciled from the cache once it has ended (after the
@@ -326,7 +352,7 @@ func (m *Manager) runStart(ctx context.Context, e *entry, op *operation, cluster
 	}()
 	m.metrics.starts.WithLabelValues(string(op.kind), cluster).Inc()
 	began := m.opts.Clock.Now()
-	url, err := do(ctx)
+	url, err := job.do(ctx)
 	if op.kind == opStart {
 		m.metrics.spawnsInFlight.Dec()
 	}
