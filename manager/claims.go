@@ -161,3 +161,33 @@ func (m *Manager) moveLocked(e *entry, c *cell, s naming.Server, sp *spawner.Spa
 	old.Close()
 	return nil
 }
+
+// checkElsewhere is ErrBusy, naming the pod, while server s has a pod
+// in another cluster than target, terminating ones included: one
+// server, one cluster (a stopped server's pod kept, one still shutting
+// down after a Stop, a start of another hub). Spawn checks it, and a
+// start checks it again once it has its slot, just before it creates
+// anything: a pod may have appeared while it waited. (Across clusters
+// nothing is atomic: a pod made elsewhere after that check is a split
+// brain, which reconcile reports and leaves alone.)
+func (m *Manager) checkElsewhere(ctx context.Context, s naming.Server, target *cell) error {
+	if !m.multi {
+		return nil
+	}
+	found, err := m.podsOf(ctx, keyOf(s), true)
+	if err != nil {
+		return err
+	}
+	for _, f := range found {
+		if f.cell == target {
+			continue
+		}
+		what := "still has"
+		if f.pod.DeletionTimestamp != nil {
+			what = "still has a terminating"
+		}
+		return fmt.Errorf("%w: server %q of user %q %s pod %s/%s in cluster %q: stop it there (or let it go) before it starts in cluster %q",
+			ErrBusy, s.Servername, s.Username, what, f.pod.Namespace, f.pod.Name, f.cell.name, target.name)
+	}
+	return nil
+}

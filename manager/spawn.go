@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -194,36 +193,6 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	case <-ctx.Done():
 	}
 	return m.statusOf(e), true, nil
-}
-
-// checkElsewhere is ErrBusy, naming the pod, while server s has a pod
-// in another cluster than target, terminating ones included: one
-// server, one cluster (a stopped server's pod kept, one still shutting
-// down after a Stop, a start of another hub). Spawn checks it, and a
-// start checks it again once it has its slot, just before it creates
-// anything: a pod may have appeared while it waited. (Across clusters
-// nothing is atomic: a pod made elsewhere after that check is a split
-// brain, which reconcile reports and leaves alone.)
-func (m *Manager) checkElsewhere(ctx context.Context, s naming.Server, target *cell) error {
-	if !m.multi {
-		return nil
-	}
-	found, err := m.podsOf(ctx, keyOf(s), true)
-	if err != nil {
-		return err
-	}
-	for _, f := range found {
-		if f.cell == target {
-			continue
-		}
-		what := "still has"
-		if f.pod.DeletionTimestamp != nil {
-			what = "still has a terminating"
-		}
-		return fmt.Errorf("%w: server %q of user %q %s pod %s/%s in cluster %q: stop it there (or let it go) before it starts in cluster %q",
-			ErrBusy, s.Servername, s.Username, what, f.pod.Namespace, f.pod.Name, f.cell.name, target.name)
-	}
-	return nil
 }
 
 // durableWait bounds how long Spawn waits for the pod's create: a start
@@ -424,52 +393,4 @@ func (m *Manager) settledLocked(ctx context.Context, e *entry, sp *spawner.Spawn
 	}
 	e.readyVersion = ready.ResourceVersion
 	return true
-}
-
-// takeSlot waits for a start slot of c, reporting the position among
-// the starts that wait for one there.
-func (m *Manager) takeSlot(ctx context.Context, c *cell, e *entry, op *operation, stream *spawner.Stream) error {
-	if c.slots == nil {
-		return nil
-	}
-	select {
-	case c.slots <- struct{}{}:
-		return nil
-	default:
-	}
-	op.markQueued()
-	m.waitingMu.Lock()
-	m.waiting = append(m.waiting, e)
-	pos := 0
-	for _, w := range m.waiting {
-		if w.queuedIn == c {
-			pos++
-		}
-	}
-	e.queuedIn = c
-	pos++
-	m.waitingMu.Unlock()
-	defer func() {
-		m.waitingMu.Lock()
-		m.waiting = slices.DeleteFunc(m.waiting, func(w *entry) bool { return w == e })
-		e.queuedIn = nil
-		m.waitingMu.Unlock()
-	}()
-	msg := fmt.Sprintf("Waiting for a start slot (%d starts in flight; position %d in the queue)", cap(c.slots), pos)
-	if m.multi {
-		msg = fmt.Sprintf("Waiting for a start slot in cluster %q (%d starts in flight there; position %d in its queue)", c.name, cap(c.slots), pos)
-	}
-	stream.Publish(spawner.ProgressEvent{Message: msg, Time: m.opts.Clock.Now()})
-	select {
-	case c.slots <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
-func (m *Manager) giveSlot(c *cell) {
-	if c.slots != nil {
-		<-c.slots
-	}
 }
