@@ -82,8 +82,7 @@ type operation struct {
 }
 
 func (op *operation) markCreated() { op.createdOnce.Do(func() { close(op.created) }) }
-
-func (op *operation) markQueued() { op.queuedOnce.Do(func() { close(op.queued) }) }
+func (op *operation) markQueued()  { op.queuedOnce.Do(func() { close(op.queued) }) }
 
 func (op *operation) isCreated() bool {
 	select {
