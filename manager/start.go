@@ -70,7 +70,8 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 }
 
 // runState is what Start's set-up acquired, for shutdown to give back.
-// Only Start's goroutine uses it.
+// Only Start's goroutine reads or changes it (workers aside, which the
+// worker goroutines mark done).
 type runState struct {
 	sets    []*podSet // every cluster's pod informers
 	removes []func()  // the pod observers, in the order added
