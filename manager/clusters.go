@@ -19,7 +19,7 @@ import (
 // (Options.Clusters).
 type Cluster struct {
 	// Name names the cluster in kubernetes_cluster, on its servers'
-	// objects (label spawnkit.io/cluster), in their State and Status, in
+	// objects (label naming.LabelCluster), in their State and Status, in
 	// metrics (label cluster) and in Health: a DNS-1123 label, unique.
 	Name string
 	// Client talks to the cluster, with its own rate limits; Registry
