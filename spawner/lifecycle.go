@@ -291,6 +291,7 @@ func (s *Spawner) stopPodAt(ctx context.Context, st State, grace int64) error {
 	}
 	sub := s.b.registry.Subscribe(st.Namespace, st.PodName)
 	defer sub.Close()
+	w := podWatch{pods: pods, sub: sub, ns: st.Namespace, name: st.PodName}
 	// The cache says whose the pod is (it keeps the owner annotations),
 	// so a stop is one request: the delete, with the cached uid as its
 	// precondition, which never touches a newer pod of the name. Only a
@@ -300,7 +301,7 @@ func (s *Spawner) stopPodAt(ctx context.Context, st State, grace int64) error {
 		if err := s.checkCachedPodOwner(cached); err != nil {
 			return err
 		}
-		if err := s.deletePod(ctx, pods, sub, st.Namespace, st.PodName, grace, cached.UID); err != nil {
+		if err := s.deletePod(ctx, w, grace, cached.UID); err != nil {
 			return fmt.Errorf("spawner: stopping pod %s/%s: %w", st.Namespace, st.PodName, err)
 		}
 		return nil
@@ -318,12 +319,12 @@ func (s *Spawner) stopPodAt(ctx context.Context, st State, grace int64) error {
 		return fmt.Errorf("spawner: stopping pod %s/%s: %w", st.Namespace, st.PodName, err)
 	}
 	if pod == nil {
-		return s.waitPodGone(ctx, pods, sub, st.Namespace, st.PodName, "")
+		return s.waitPodGone(ctx, w, "")
 	}
 	if err := s.checkOwner("Pod", pod, true); err != nil {
 		return err
 	}
-	if err := s.deletePod(ctx, pods, sub, st.Namespace, st.PodName, grace, pod.UID); err != nil {
+	if err := s.deletePod(ctx, w, grace, pod.UID); err != nil {
 		return fmt.Errorf("spawner: stopping pod %s/%s: %w", st.Namespace, st.PodName, err)
 	}
 	return nil

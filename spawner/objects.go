@@ -149,25 +149,25 @@ func (s *Spawner) createPod(ctx context.Context, run *startRun, pods *reflector.
 		}
 		// Apart, so that its frame is not under the create's (see
 		// createAndWait).
-		created, err = s.podCreateFailed(ctx, run, api, pods, sub, pod, err)
+		created, err = s.podCreateFailed(ctx, run, api, podWatch{pods: pods, sub: sub, ns: pod.Namespace, name: pod.Name}, err)
 		return err
 	})
 	return created, err
 }
 
-// podCreateFailed handles a failed create of pod: an AlreadyExists pod
-// of this start (a create that landed although the client gave up) is
-// the created one; one of an earlier start of this server is deleted and
-// the create tried again (errReplaced); another server's is a collision.
-func (s *Spawner) podCreateFailed(ctx context.Context, run *startRun, api typedcorev1.PodInterface, pods *reflector.Pods,
-	sub *reflector.Subscription, pod *corev1.Pod, err error) (*corev1.Pod, error) {
+// podCreateFailed handles a failed create of the pod w names: an
+// AlreadyExists pod of this start (a create that landed although the
+// client gave up) is the created one; one of an earlier start of this
+// server is deleted and the create tried again (errReplaced); another
+// server's is a collision.
+func (s *Spawner) podCreateFailed(ctx context.Context, run *startRun, api typedcorev1.PodInterface, w podWatch, err error) (*corev1.Pod, error) {
 	if !apierrors.IsAlreadyExists(err) {
 		if retryable(err) || ctx.Err() != nil {
 			run.createUncertain = true
 		}
 		return nil, err
 	}
-	existing, err := api.Get(ctx, pod.Name, metav1.GetOptions{})
+	existing, err := api.Get(ctx, w.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, errReplaced // gone in between: try again
 	}
@@ -180,7 +180,7 @@ func (s *Spawner) podCreateFailed(ctx context.Context, run *startRun, api typedc
 	if existing.Annotations[StartIDAnnotation] == run.startID {
 		return existing, nil
 	}
-	if err := s.deletePod(ctx, pods, sub, existing.Namespace, existing.Name, 0, existing.UID); err != nil {
+	if err := s.deletePod(ctx, w, 0, existing.UID); err != nil {
 		return nil, fmt.Errorf("%w; deleting it: %w", errReplaced, err)
 	}
 	return nil, errReplaced

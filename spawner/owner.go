@@ -19,25 +19,38 @@ func (s *Spawner) checkOwner(kind string, obj metav1.Object, serverMatters bool)
 func checkOwner(want naming.Server, kind string, obj metav1.Object, serverMatters bool) error {
 	ann := obj.GetAnnotations()
 	user, ok := ann[naming.AnnotationUsername]
-	return checkRecordedOwner(want, kind, obj.GetNamespace(), obj.GetName(), user, ok, ann[naming.AnnotationServername], serverMatters)
+	return checkRecordedOwner(want, ownerRecord{
+		kind: kind, namespace: obj.GetNamespace(), name: obj.GetName(),
+		user: user, annotated: ok, servername: ann[naming.AnnotationServername],
+	}, serverMatters)
 }
 
 // checkCachedPodOwner is checkOwner for a pod from the cache, which keeps
 // the owner annotations.
 func (s *Spawner) checkCachedPodOwner(pod *reflector.Pod) error {
 	user, ok := pod.Annotations.Lookup(naming.AnnotationUsername)
-	return checkRecordedOwner(s.server, "Pod", pod.Namespace, pod.Name, user, ok, pod.Annotations.Get(naming.AnnotationServername), true)
+	return checkRecordedOwner(s.server, ownerRecord{
+		kind: "Pod", namespace: pod.Namespace, name: pod.Name,
+		user: user, annotated: ok, servername: pod.Annotations.Get(naming.AnnotationServername),
+	}, true)
+}
+
+// ownerRecord is an object and the owner its annotations record.
+type ownerRecord struct {
+	kind, namespace, name string
+	user, servername      string
+	annotated             bool // the annotations name a user
 }
 
 // checkRecordedOwner is checkOwner's rule, on the owner an object's
-// annotations record (annotated false when they name no user).
-func checkRecordedOwner(want naming.Server, kind, namespace, name, user string, annotated bool, servername string, serverMatters bool) error {
-	if !annotated {
-		return &CollisionError{Kind: kind, Namespace: namespace, Name: name, Want: want}
+// annotations record.
+func checkRecordedOwner(want naming.Server, rec ownerRecord, serverMatters bool) error {
+	if !rec.annotated {
+		return &CollisionError{Kind: rec.kind, Namespace: rec.namespace, Name: rec.name, Want: want}
 	}
-	have := naming.Server{Username: user, Servername: servername}
+	have := naming.Server{Username: rec.user, Servername: rec.servername}
 	if have.Username != want.Username || (serverMatters && have.Servername != want.Servername) {
-		return &CollisionError{Kind: kind, Namespace: namespace, Name: name, Want: want, Have: &have}
+		return &CollisionError{Kind: rec.kind, Namespace: rec.namespace, Name: rec.name, Want: want, Have: &have}
 	}
 	return nil
 }

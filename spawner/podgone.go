@@ -12,16 +12,25 @@ import (
 	"github.com/spawnkit/spawnkit/reflector"
 )
 
-// deletePod deletes a pod (with a UID precondition when uid is set, so a
-// newer pod of the same name is never touched) and waits until the cache
-// no longer has it; NotFound and a failed precondition are success.
-func (s *Spawner) deletePod(ctx context.Context, pods *reflector.Pods, sub *reflector.Subscription, ns, name string, grace int64, uid types.UID) error {
+// podWatch is a pod name and what a caller waits on it with: the pods
+// informer of its namespace and a subscription to the name's changes.
+type podWatch struct {
+	pods     *reflector.Pods
+	sub      *reflector.Subscription
+	ns, name string
+}
+
+// deletePod deletes the pod w names (with a UID precondition when uid is
+// set, so a newer pod of the same name is never touched) and waits until
+// the cache no longer has it; NotFound and a failed precondition are
+// success.
+func (s *Spawner) deletePod(ctx context.Context, w podWatch, grace int64, uid types.UID) error {
 	opts := metav1.DeleteOptions{GracePeriodSeconds: ptr.To(grace)}
 	if uid != "" {
 		opts.Preconditions = &metav1.Preconditions{UID: ptr.To(uid)}
 	}
 	err := s.call(ctx, func(ctx context.Context) error {
-		err := s.b.client.CoreV1().Pods(ns).Delete(ctx, name, opts)
+		err := s.b.client.CoreV1().Pods(w.ns).Delete(ctx, w.name, opts)
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil
 		}
@@ -30,14 +39,14 @@ func (s *Spawner) deletePod(ctx context.Context, pods *reflector.Pods, sub *refl
 	if err != nil {
 		return err
 	}
-	return s.waitPodGone(ctx, pods, sub, ns, name, uid)
+	return s.waitPodGone(ctx, w, uid)
 }
 
-// waitPodGone waits until the cache has no pod ns/name (with uid, when
-// set), woken by the subscription.
-func (s *Spawner) waitPodGone(ctx context.Context, pods *reflector.Pods, sub *reflector.Subscription, ns, name string, uid types.UID) error {
+// waitPodGone waits until the cache has no pod of w's name (with uid,
+// when set), woken by the subscription.
+func (s *Spawner) waitPodGone(ctx context.Context, w podWatch, uid types.UID) error {
 	for {
-		p, ok, err := pods.Get(ctx, ns, name)
+		p, ok, err := w.pods.Get(ctx, w.ns, w.name)
 		if err != nil {
 			return err
 		}
@@ -45,9 +54,9 @@ func (s *Spawner) waitPodGone(ctx context.Context, pods *reflector.Pods, sub *re
 			return nil
 		}
 		select {
-		case <-sub.C():
+		case <-w.sub.C():
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for pod %s/%s to go: %w", ns, name, context.Cause(ctx))
+			return fmt.Errorf("waiting for pod %s/%s to go: %w", w.ns, w.name, context.Cause(ctx))
 		}
 	}
 }

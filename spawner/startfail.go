@@ -85,8 +85,9 @@ func (s *Spawner) cleanupPod(ctx context.Context, run *startRun) error {
 	defer release()
 	sub := s.b.registry.Subscribe(run.ns, run.name)
 	defer sub.Close()
+	w := podWatch{pods: pods, sub: sub, ns: run.ns, name: run.name}
 	if run.pod != "" {
-		return s.deletePod(ctx, pods, sub, run.ns, run.name, 0, run.pod)
+		return s.deletePod(ctx, w, 0, run.pod)
 	}
 	if !run.createUncertain || run.startID == "" {
 		return nil
@@ -110,7 +111,7 @@ func (s *Spawner) cleanupPod(ctx context.Context, run *startRun) error {
 			return err
 		}
 		if found != nil {
-			return s.deletePod(ctx, pods, sub, run.ns, run.name, 0, found.UID)
+			return s.deletePod(ctx, w, 0, found.UID)
 		}
 		select {
 		case <-sub.C():
