@@ -20,7 +20,7 @@ func (s *Spawner) Resume(ctx context.Context, opts StartOptions) (string, error)
 
 func (s *Spawner) resume(ctx context.Context, _ *StartOptions, em *emitter) (string, error) {
 	st := s.State()
-	run := &startRun{ns: st.Namespace, name: st.PodName}
+	run := &startRun{em: em, ns: st.Namespace, name: st.PodName}
 	fail := func(step Step, reason Reason, err error) error {
 		return s.failStart(ctx, run, step, reason, err)
 	}
@@ -53,7 +53,10 @@ func (s *Spawner) resume(ctx context.Context, _ *StartOptions, em *emitter) (str
 		s.LoadState(rec)
 	}
 	em.note(0, "Following the start of pod "+st.Namespace+"/"+st.PodName)
-	ready, reason, err := s.waitReady(ctx, &s.b.cfg, pods, events, sub, pod.Namespace, pod.Name, pod.UID, em)
+	ready, reason, err := s.waitReady(ctx, &readyWait{
+		cfg: &s.b.cfg, startHandles: startHandles{pods: pods, events: events, sub: sub}, em: em,
+		ns: pod.Namespace, name: pod.Name, uid: pod.UID,
+	})
 	if err != nil {
 		return "", fail(StepWait, reason, err)
 	}

@@ -105,8 +105,10 @@ func (s *Spawner) Start(ctx context.Context, opts StartOptions) (string, error) 
 	return s.operate(ctx, &opts, s.start)
 }
 
-// startRun is what one Start has done so far, for its cleanup.
+// startRun is what one Start carries through its steps (its progress)
+// and what it has done so far, for its cleanup.
 type startRun struct {
+	em       *emitter
 	startID  string
 	ns, name string
 	pod      types.UID // the pod this start created
@@ -125,10 +127,10 @@ func newStartID() string {
 }
 
 func (s *Spawner) start(ctx context.Context, opts *StartOptions, em *emitter) (string, error) {
-	run := &startRun{}
+	run := &startRun{em: em}
 	em.note(0, "Preparing the server's objects")
 	prev := s.State()
-	o, step, err := s.objectsFor(ctx, run, opts, em)
+	o, step, err := s.objectsFor(ctx, run, opts)
 	if err != nil {
 		var reason Reason
 		if step == StepPlan {
@@ -139,7 +141,7 @@ func (s *Spawner) start(ctx context.Context, opts *StartOptions, em *emitter) (s
 	if err := s.removeEarlier(ctx, prev, &o.State, em); err != nil {
 		return "", s.failStart(ctx, run, StepPod, collisionReason(err), err)
 	}
-	return s.createAndWait(ctx, run, o, em, opts.OnPodCreated)
+	return s.createAndWait(ctx, run, o, opts.OnPodCreated)
 }
 
 // removeEarlier deletes the pod an earlier start of the server made
@@ -176,8 +178,8 @@ func (s *Spawner) removeEarlier(ctx context.Context, prev State, next *State, em
 // create are functions of their own: the create (client-go encoding
 // the pod) is the deepest path of a start's goroutine, whose stack stays
 // as large as that path needed while the start waits.
-func (s *Spawner) createAndWait(ctx context.Context, run *startRun, o *Objects, em *emitter, onCreated func()) (string, error) {
-	h, step, reason, err := s.beforePod(ctx, run, o, em)
+func (s *Spawner) createAndWait(ctx context.Context, run *startRun, o *Objects, onCreated func()) (string, error) {
+	h, step, reason, err := s.beforePod(ctx, run, o)
 	if h.sub != nil {
 		defer h.sub.Close()
 	}
@@ -192,7 +194,7 @@ func (s *Spawner) createAndWait(ctx context.Context, run *startRun, o *Objects, 
 	if onCreated != nil {
 		onCreated()
 	}
-	return s.afterPod(ctx, run, o, h, created, em)
+	return s.afterPod(ctx, run, o, h, created)
 }
 
 // startHandles are the informer handles and the subscription a start
@@ -207,14 +209,14 @@ type startHandles struct {
 // the user namespace and the claim and runs ModifyPod on o.Pod. On
 // failure it returns the step and reason; h.sub, when set, is the
 // caller's to close.
-func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *Objects, em *emitter) (h startHandles, step Step, reason Reason, err error) {
+func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *Objects) (h startHandles, step Step, reason Reason, err error) {
 	run.ns, run.name = o.State.Namespace, o.State.PodName
 	if h.pods, err = s.podsHandle(ctx, run.ns); err != nil {
 		return h, StepWatch, "", err
 	}
 	// Events feed only the progress: a start nobody follows does not
 	// hold the event informer.
-	if boolOr(o.cfg.EventsEnabled, true) && em.followed() {
+	if boolOr(o.cfg.EventsEnabled, true) && run.em.followed() {
 		if h.events, err = s.eventsHandle(ctx, run.ns); err != nil {
 			return h, StepWatch, "", err
 		}
@@ -242,7 +244,7 @@ func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *Objects, em *
 		}
 	}
 	if o.PVC != nil {
-		em.note(0, "Ensuring the storage claim "+o.PVC.Name)
+		run.em.note(0, "Ensuring the storage claim "+o.PVC.Name)
 		if err := s.ensurePVC(ctx, run, o.PVC); err != nil {
 			return h, StepPVC, collisionReason(err), err
 		}
@@ -251,22 +253,22 @@ func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *Objects, em *
 		s.mu.Unlock()
 	}
 	if s.b.hooks.ModifyPod != nil {
-		if err := s.b.hooks.ModifyPod(context.WithValue(ctx, emitterKey{}, em), s, o.Pod); err != nil {
+		if err := s.b.hooks.ModifyPod(context.WithValue(ctx, emitterKey{}, run.em), s, o.Pod); err != nil {
 			return h, StepHook, "", fmt.Errorf("ModifyPod: %w", err)
 		}
 	}
-	em.note(0, "Creating pod "+run.ns+"/"+run.name)
+	run.em.note(0, "Creating pod "+run.ns+"/"+run.name)
 	return h, "", "", nil
 }
 
 // afterPod records the created pod, makes the secret and the service it
 // owns, runs AfterPodCreated and waits for the pod to be ready.
-func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *Objects, h startHandles, created *corev1.Pod, em *emitter) (string, error) {
+func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *Objects, h startHandles, created *corev1.Pod) (string, error) {
 	fail := func(step Step, reason Reason, err error) error {
 		return s.failStart(ctx, run, step, reason, err)
 	}
 	run.pod = created.UID
-	if err := s.checkKept(ctx, o.Pod, created, o.cfg.AllowedDroppedFields, em); err != nil {
+	if err := s.checkKept(ctx, o.Pod, created, o.cfg.AllowedDroppedFields, run.em); err != nil {
 		return "", fail(StepPod, ReasonInvalid, err)
 	}
 	s.mu.Lock()
@@ -298,11 +300,14 @@ func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *Objects, h sta
 		}
 	}
 	if s.b.hooks.AfterPodCreated != nil {
-		if err := s.b.hooks.AfterPodCreated(context.WithValue(ctx, emitterKey{}, em), s, created); err != nil {
+		if err := s.b.hooks.AfterPodCreated(context.WithValue(ctx, emitterKey{}, run.em), s, created); err != nil {
 			return "", fail(StepHook, "", fmt.Errorf("AfterPodCreated: %w", err))
 		}
 	}
-	ready, reason, err := s.waitReady(ctx, o.cfg, h.pods, h.events, h.sub, created.Namespace, created.Name, created.UID, em)
+	ready, reason, err := s.waitReady(ctx, &readyWait{
+		cfg: o.cfg, startHandles: h, em: run.em,
+		ns: created.Namespace, name: created.Name, uid: created.UID,
+	})
 	if err != nil {
 		return "", fail(StepWait, reason, err)
 	}
@@ -318,7 +323,7 @@ func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *Objects, h sta
 // are gone before the start's API calls: a start's goroutine waits for
 // most of its life with a stack as deep as start's own frame plus
 // client-go's, and every GC scans it.
-func (s *Spawner) objectsFor(ctx context.Context, run *startRun, opts *StartOptions, em *emitter) (*Objects, Step, error) {
+func (s *Spawner) objectsFor(ctx context.Context, run *startRun, opts *StartOptions) (*Objects, Step, error) {
 	st := s.State()
 	o := s.planFor(opts, &st)
 	if o == nil {
@@ -339,7 +344,7 @@ func (s *Spawner) objectsFor(ctx context.Context, run *startRun, opts *StartOpti
 	if legacy == "" {
 		return o, "", nil
 	}
-	em.note(0, "Using the claim "+legacy+" of an earlier KubeSpawner (handle_legacy_names)")
+	run.em.note(0, "Using the claim "+legacy+" of an earlier KubeSpawner (handle_legacy_names)")
 	st.PVCName = legacy
 	if o, err = plan(ctx, s.server, &s.b.cfg, &s.names, &st, opts, run.startID, s.b.cluster); err != nil {
 		return nil, StepPlan, err
