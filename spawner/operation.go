@@ -73,3 +73,28 @@ func (s *Spawner) cancelOpsLocked(cause error) {
 		c(cause)
 	}
 }
+
+// acquire takes the operation slot, waiting at most until ctx ends.
+func (s *Spawner) acquire(ctx context.Context) error {
+	select {
+	case <-s.done:
+		return ErrClosed
+	default:
+	}
+	select {
+	case s.op <- struct{}{}:
+	case <-s.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return fmt.Errorf("spawner: waiting for the operation in flight on server %q of user %q: %w", s.server.Servername, s.server.Username, context.Cause(ctx))
+	}
+	select {
+	case <-s.done:
+		<-s.op
+		return ErrClosed
+	default:
+	}
+	return nil
+}
+
+func (s *Spawner) release() { <-s.op }

@@ -54,3 +54,12 @@ func checkRecordedOwner(want naming.Server, rec ownerRecord, serverMatters bool)
 	}
 	return nil
 }
+
+// ownedBy reports whether pod is want's by checkOwner's rule (server
+// name included), without building checkOwner's error, which costs Poll
+// an allocation. A false answer is only a hint: Poll asks
+// checkCachedPodOwner.
+func ownedBy(want naming.Server, pod *reflector.Pod) bool {
+	user, ok := pod.Annotations.Lookup(naming.AnnotationUsername)
+	return ok && user == want.Username && pod.Annotations.Get(naming.AnnotationServername) == want.Servername
+}

@@ -10,8 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/spawnkit/spawnkit/reflector"
 )
 
 // failureReason is the reason of a failure no step named: APIError for
@@ -121,22 +119,4 @@ func (s *Spawner) cleanupPod(ctx context.Context, run *startRun) error {
 			return context.Cause(ctx)
 		}
 	}
-}
-
-// podsHandleAfterClose is podsHandle, except that after Close (whose
-// cancellation a cleanup is finishing) it takes a short-lived hold of its
-// own; the caller calls release when done.
-func (s *Spawner) podsHandleAfterClose(ctx context.Context, ns string) (*reflector.Pods, func(), error) {
-	p, err := s.podsHandle(ctx, ns)
-	if errors.Is(err, ErrClosed) {
-		if s.b.watchAll {
-			ns = metav1.NamespaceAll // the informer podsHandle would take
-		}
-		p, err = s.b.registry.Pods(ctx, ns)
-		if err != nil {
-			return nil, nil, err
-		}
-		return p, p.Release, nil
-	}
-	return p, func() {}, err
 }
