@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spawnkit/spawnkit/spawner"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spawnkit/spawnkit/spawner"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -99,7 +100,7 @@ func TestAdvPollDuringStartNeverDeletesTheNewPod(t *testing.T) {
 			t.Fatalf("round %d: Start replacing an exited pod while Polls run = %v", round, err)
 		}
 		pod, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, fresh.State().PodName, metav1.GetOptions{})
-		if err != nil || pod.DeletionTimestamp != nil || pod.Annotations[spawner.StartIDAnnotation] != fresh.State().StartID {
+		if err != nil || pod.DeletionTimestamp != nil || pod.Annotations[naming.AnnotationStartID] != fresh.State().StartID {
 			t.Fatalf("round %d: the new pod (URL %s) was deleted by a racing Poll: %v", round, url, err)
 		}
 		if st, err := poller.Poll(ctx); err != nil || !st.Running {

@@ -80,7 +80,7 @@ type Options struct {
 	// pods labelled app.kubernetes.io/managed-by=kubespawner (with the
 	// configured component label, singleuser-server by default) that
 	// carry KubeSpawner's hub.jupyter.org/username (and servername)
-	// annotations. Such a pod has no StateAnnotation: the server's state
+	// annotations. Such a pod has no naming.AnnotationState: the server's state
 	// is its name and namespace, the port its "notebook-port" container
 	// port (else Config's port), and the claim the hub's State names
 	// (Seed: KubeSpawner's pvc_name). It is then recovered, polled and

@@ -48,7 +48,7 @@ func plantPod(t *testing.T, ctx context.Context, cfg spawner.Config, srv naming.
 	st := o.State
 	st.ConnectHost = attackerHost
 	st.URL = "http://" + attackerHost + ":8888"
-	pod.Annotations[spawner.StateAnnotation] = st.String()
+	pod.Annotations[naming.AnnotationState] = st.String()
 	return createRunning(t, ctx, pod)
 }
 

@@ -3,6 +3,7 @@ package spawner
 import (
 	"fmt"
 
+	"github.com/spawnkit/spawnkit/naming"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -11,7 +12,7 @@ import (
 // Bounds on what a start takes from its caller. A start is planned
 // (Plan, and the manager's Spawn before it accepts the start) against
 // them, so input that could never make a valid pod, or that would make
-// the server's state record (StateAnnotation, which holds every user
+// the server's state record (naming.AnnotationState, which holds every user
 // option) too big for the pod, is refused before anything is created.
 const (
 	// MaxUserOptions is the most user options a start takes.
@@ -75,8 +76,8 @@ func checkInputLimits(opts *StartOptions) error {
 // after the start was accepted.
 func checkFinalMetadata(o *Objects) error {
 	if o.Pod != nil {
-		if n := len(o.Pod.Annotations[StateAnnotation]); n > MaxStateBytes {
-			return &LimitError{Limit: "MaxStateBytes", Field: "the state record (" + StateAnnotation + ")", Got: n, Max: MaxStateBytes}
+		if n := len(o.Pod.Annotations[naming.AnnotationState]); n > MaxStateBytes {
+			return &LimitError{Limit: "MaxStateBytes", Field: "the state record (" + naming.AnnotationState + ")", Got: n, Max: MaxStateBytes}
 		}
 	}
 	type meta struct {

@@ -60,7 +60,7 @@ func (s *Spawner) ensurePVC(ctx context.Context, run *startRun, obj *corev1.Pers
 		if !annotated {
 			return nil // KubeSpawner's or a hand-made claim: a migrating hub keeps its users' homes
 		}
-		if existing.Annotations[StartIDAnnotation] == run.startID {
+		if existing.Annotations[naming.AnnotationStartID] == run.startID {
 			// Our own create landed although the client gave up on it.
 			run.claim, run.claimName = existing.UID, existing.Name
 		}
@@ -177,7 +177,7 @@ func (s *Spawner) podCreateFailed(ctx context.Context, run *startRun, api typedc
 	if err := s.checkOwner("Pod", existing, true); err != nil {
 		return nil, retry.Permanent(err)
 	}
-	if existing.Annotations[StartIDAnnotation] == run.startID {
+	if existing.Annotations[naming.AnnotationStartID] == run.startID {
 		return existing, nil
 	}
 	if err := s.deletePod(ctx, w, 0, existing.UID); err != nil {
@@ -325,16 +325,23 @@ func (s *Spawner) ensureNetworkPolicy(ctx context.Context, want *networkingv1.Ne
 }
 
 // hasClusterLabel reports whether the labels have of an existing object
-// carry the cluster label of want (an object's labels as rendered), or
-// want has none.
+// carry the cluster label of want (an object's labels as rendered) under
+// its current key, or want has none. An object that names its cluster only
+// under naming.LegacyLabelCluster does not: its next update moves the key.
 func hasClusterLabel(have, want map[string]string) bool {
 	c, ok := want[naming.LabelCluster]
-	return !ok || have[naming.LabelCluster] == c
+	if !ok {
+		return true
+	}
+	got, ok := have[naming.LabelCluster]
+	_, legacy := have[naming.LegacyLabelCluster]
+	return ok && got == c && !legacy
 }
 
 // withClusterLabel is have, a copy's own labels, with want's cluster
 // label when it has one: an update of an object made before its hub had
-// several clusters names the cluster from then on.
+// several clusters names the cluster from then on, and one written under
+// the legacy key is moved to the current one.
 func withClusterLabel(have, want map[string]string) map[string]string {
 	c, ok := want[naming.LabelCluster]
 	if !ok {
@@ -343,6 +350,7 @@ func withClusterLabel(have, want map[string]string) map[string]string {
 	if have == nil {
 		have = map[string]string{}
 	}
+	delete(have, naming.LegacyLabelCluster)
 	have[naming.LabelCluster] = c
 	return have
 }

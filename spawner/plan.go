@@ -30,7 +30,7 @@ import (
 // that Start can then carry out, see StartOptions.Plan). They are
 // read-only but for the one Start they are handed to, which owns them.
 type Objects struct {
-	// StartID marks the objects one start creates (StartIDAnnotation);
+	// StartID marks the objects one start creates (naming.AnnotationStartID);
 	// empty in a dry run's objects.
 	StartID string
 	// Names are the server's names from the configuration's templates.
@@ -40,7 +40,7 @@ type Objects struct {
 	// then the expanded environment (a variable set again keeps its
 	// place). The pod's container has it in dependency order.
 	Env []EnvEntry
-	// State is what the pod records (StateAnnotation): names, port,
+	// State is what the pod records (naming.AnnotationState): names, port,
 	// scheme and host.
 	State State
 	// Namespace is set with enable_user_namespaces, PVC with
@@ -284,7 +284,7 @@ func plan(ctx context.Context, server naming.Server, base *Config, namesIn *nami
 	if cfg.StoragePVCEnsure {
 		ann := addOwner(server, commonAnnotations(opts, r.storageAnnotations))
 		if startID != "" {
-			ann[StartIDAnnotation] = startID
+			ann[naming.AnnotationStartID] = startID
 		}
 		labels := addManagedBy(naming.CommonLabels(server, r.storageLabels, cfg.CommonLabels), cluster)
 		labels[naming.LabelAppComponent] = cfg.ComponentLabel
@@ -743,13 +743,13 @@ func buildPod(cfg *Config, server naming.Server, r *rendered, st *State, opts *S
 	spec.Labels = addManagedBy(naming.PodLabels(server, cfg.ComponentLabel, r.extraLabels, cfg.CommonLabels), st.Cluster)
 	ann := addOwner(server, commonAnnotations(opts, r.extraAnnotations))
 	if st.StartID != "" {
-		ann[StartIDAnnotation] = st.StartID
+		ann[naming.AnnotationStartID] = st.StartID
 	}
 	stateJSON, err := json.Marshal(st)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ann[StateAnnotation] = string(stateJSON)
+	ann[naming.AnnotationState] = string(stateJSON)
 	spec.Annotations = ann
 	d := serverEnv(cfg, r, opts)
 	if spec.Env, spec.EnvKeys, err = envVars(d); err != nil {
@@ -896,11 +896,14 @@ func withManagedBy(l map[string]string, cluster string) map[string]string {
 }
 
 // addManagedBy is withManagedBy for a map of the caller's own: it adds
-// the labels to l itself, over any configured value.
+// the labels to l itself, over any configured value. With a cluster, a
+// configured legacy cluster label (naming.LegacyLabelCluster) is dropped,
+// so that no label on the object names another cluster.
 func addManagedBy(l map[string]string, cluster string) map[string]string {
 	l[naming.LabelManagedBy] = naming.ManagedBySpawnkit
 	if cluster != "" {
 		l[naming.LabelCluster] = cluster
+		delete(l, naming.LegacyLabelCluster)
 	}
 	return l
 }
@@ -912,15 +915,11 @@ func addManagedBy(l map[string]string, cluster string) map[string]string {
 func commonAnnotations(opts *StartOptions, extra map[string]string) map[string]string {
 	a := make(map[string]string, len(extra)+5)
 	if opts.HubVersion != "" {
-		a[AnnotationJupyterHubVersion] = opts.HubVersion
+		a[naming.AnnotationJupyterHubVersion] = opts.HubVersion
 	}
 	maps.Copy(a, extra)
 	return a
 }
-
-// AnnotationJupyterHubVersion records the hub's version
-// (StartOptions.HubVersion), as KubeSpawner does.
-const AnnotationJupyterHubVersion = "hub.jupyter.org/jupyterhub-version"
 
 // ownerAnnotations are extra annotations plus the raw user and server
 // names, written last so that no configured annotation can forge them:
@@ -935,8 +934,8 @@ func ownerAnnotations(server naming.Server, extra map[string]string) map[string]
 // the names into a itself.
 func addOwner(server naming.Server, a map[string]string) map[string]string {
 	delete(a, naming.AnnotationServername)
-	delete(a, StartIDAnnotation)
-	delete(a, StateAnnotation)
+	delete(a, naming.AnnotationStartID)
+	delete(a, naming.AnnotationState)
 	a[naming.AnnotationUsername] = server.Username
 	if server.Servername != "" {
 		a[naming.AnnotationServername] = server.Servername

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
 
@@ -48,7 +49,7 @@ func (s *Spawner) resume(ctx context.Context, _ *StartOptions, em *emitter) (str
 		run.ns = ""
 		return "", fail(StepWait, ReasonCollision, err)
 	}
-	run.startID, run.pod = pod.Annotations.Get(StartIDAnnotation), pod.UID
+	run.startID, run.pod = pod.Annotations.Get(naming.AnnotationStartID), pod.UID
 	if rec, ok := StateFromPod(pod); ok {
 		s.LoadState(rec)
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/spawnkit/spawnkit/naming"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -100,7 +101,7 @@ func (s *Spawner) cleanupPod(ctx context.Context, run *startRun) error {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			if err == nil && p.Annotations[StartIDAnnotation] == run.startID {
+			if err == nil && p.Annotations[naming.AnnotationStartID] == run.startID {
 				found = p
 			}
 			return err

@@ -880,8 +880,8 @@ func expectedZ2JHClaim(ctx context.Context, t *testing.T, c *testcluster.Cluster
 // of the comparison: KubeSpawner's version, spawnkit's state and start.
 func dropSpawnkitAnnotations(a map[string]string) {
 	delete(a, "hub.jupyter.org/kubespawner-version")
-	delete(a, spawner.StateAnnotation)
-	delete(a, spawner.StartIDAnnotation)
+	delete(a, naming.AnnotationState)
+	delete(a, naming.AnnotationStartID)
 }
 
 // checkZ2JHPod compares what the spawner decides of a pod: its name,

@@ -138,7 +138,7 @@ func rawRecovery(ctx context.Context, client kubernetes.Interface, ns string, n 
 		var st struct {
 			Port int32 `json:"port"`
 		}
-		if err := json.Unmarshal([]byte(pod.Annotations[spawner.StateAnnotation]), &st); err != nil {
+		if err := json.Unmarshal([]byte(pod.Annotations[naming.AnnotationState]), &st); err != nil {
 			return 0, fmt.Errorf("pod %s: reading its state: %w", pod.Name, err)
 		}
 		if podIsReady(pod) {
