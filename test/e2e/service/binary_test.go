@@ -1,4 +1,4 @@
-package main
+package service
 
 // The built binary as an operator runs it, against the package's
 // simulated cluster: TLS and its rotation, token rotation, the refusals

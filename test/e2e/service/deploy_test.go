@@ -1,4 +1,4 @@
-package main
+package service
 
 // deploy/ as a platform team applies it: every file of the kustomize base
 // (and of the user-namespaces component) is accepted by a real API server,
@@ -62,7 +62,7 @@ import (
 )
 
 // deployDir is the kustomize base, from this package's directory.
-const deployDir = "../../deploy"
+const deployDir = "../../../deploy"
 
 // deployImage is the image name deploy/README.md documents.
 const deployImage = "ghcr.io/spawnkit/spawnkit-service:v" + spawner.Version

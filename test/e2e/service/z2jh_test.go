@@ -1,4 +1,4 @@
-package main
+package service
 
 // docs/z2jh.md as a Zero to JupyterHub operator uses it: its values
 // parse, the service's configuration in them loads, the binary accepts
@@ -42,7 +42,7 @@ import (
 )
 
 const (
-	z2jhDocFile = "../../docs/z2jh.md"
+	z2jhDocFile = "../../../docs/z2jh.md"
 	// z2jhRelease is the Helm release (and namespace) the page's
 	// examples use.
 	z2jhRelease = "jhub"
@@ -427,7 +427,7 @@ func (v *z2jhValues) checkHubSettings(t *testing.T) {
 	if got := v.config["JupyterHub"]["spawner_class"]; got != "spawnkit" {
 		t.Errorf("hub.config.JupyterHub.spawner_class is %v, want spawnkit", got)
 	}
-	pyproject, err := os.ReadFile("../../python/pyproject.toml")
+	pyproject, err := os.ReadFile("../../../python/pyproject.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +436,7 @@ func (v *z2jhValues) checkHubSettings(t *testing.T) {
 	}
 	// hub.config.SpawnkitSpawner's keys are traits: the class's own, or
 	// JupyterHub's Spawner's (jupyterhub/spawner.py).
-	class, err := os.ReadFile("../../python/spawnkit_jupyterhub/spawner.py")
+	class, err := os.ReadFile("../../../python/spawnkit_jupyterhub/spawner.py")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -743,7 +743,7 @@ func (v *z2jhValues) checkUserPod(t *testing.T) {
 // default_chart case), k8s model values as their JSON.
 func z2jhDefaultOptions(t *testing.T) map[string]json.RawMessage {
 	t.Helper()
-	data, err := os.ReadFile("../../spawner/testdata/z2jh-vectors.json")
+	data, err := os.ReadFile("../../../spawner/testdata/z2jh-vectors.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -840,7 +840,7 @@ func policyRuleEqual(a, b rbacv1.PolicyRule) bool {
 // name to status.
 func kubespawnerOptions(t *testing.T) map[string]string {
 	t.Helper()
-	f, err := os.Open("../../docs/kubespawner-options.md")
+	f, err := os.Open("../../../docs/kubespawner-options.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -868,7 +868,7 @@ func kubespawnerOptions(t *testing.T) map[string]string {
 // (docs/kubespawner-options.md does not call it not applicable).
 func checkOptionsRead(t *testing.T) {
 	options := kubespawnerOptions(t)
-	data, err := os.ReadFile("../../python/spawnkit_jupyterhub/kubespawner_options.json")
+	data, err := os.ReadFile("../../../python/spawnkit_jupyterhub/kubespawner_options.json")
 	if err != nil {
 		t.Fatal(err)
 	}

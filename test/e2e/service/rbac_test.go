@@ -1,4 +1,4 @@
-package main
+package service
 
 // Least privilege, proven (issue 26 item 5): the binary runs as a user
 // that has nothing but deploy/role.yaml's Roles (or those Roles with one

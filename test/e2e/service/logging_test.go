@@ -1,4 +1,4 @@
-package main
+package service
 
 // The binary's log: -v raises its verbosity, and no level prints a token.
 

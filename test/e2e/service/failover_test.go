@@ -1,4 +1,4 @@
-package main
+package service
 
 // The failover test of issue 26: two replicas of the command with
 // -leader-elect behind a proxy that routes by readiness (proxy_test.go),
