@@ -39,6 +39,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
@@ -119,10 +120,10 @@ func (s *binService) readyz(t *testing.T) (int, string) {
 
 func (s *binService) waitReady(t *testing.T) {
 	t.Helper()
-	waitFor(t, s.name+" /readyz 200", binTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, binTimeout, s.name+" /readyz 200", func() error {
 		s.mustRun(t)
 		code, body := s.readyz(t)
-		return code == http.StatusOK, fmt.Sprintf("%d %q", code, body)
+		return pending(code == http.StatusOK, fmt.Sprintf("%d %q", code, body))
 	})
 }
 
@@ -131,9 +132,9 @@ func (s *binService) waitReady(t *testing.T) {
 func (s *binService) waitLines(t *testing.T, n int, what string, sub ...string) []string {
 	t.Helper()
 	var lines []string
-	waitFor(t, s.name+" to log "+what, reloadBound, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, reloadBound, s.name+" to log "+what, func() error {
 		lines = s.lines(sub...)
-		return len(lines) > n, fmt.Sprintf("%d lines with %q", len(lines), sub)
+		return pending(len(lines) > n, fmt.Sprintf("%d lines with %q", len(lines), sub))
 	})
 	return lines
 }
@@ -339,9 +340,9 @@ func TestBinaryTLS(t *testing.T) {
 
 	reloaded := len(s.lines("reloaded", "TLS certificate"))
 	vol.write(t, second.files())
-	waitFor(t, "new connections to get the rotated certificate", reloadBound, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, reloadBound, "new connections to get the rotated certificate", func() error {
 		serial, err := peerSerial(s.listen, both)
-		return serial == second.serial, fmt.Sprintf("serial %d (%v)", serial, err)
+		return pending(serial == second.serial, fmt.Sprintf("serial %d (%v)", serial, err))
 	})
 	s.waitLines(t, reloaded, "the certificate's reload", "reloaded", "TLS certificate")
 	if r := binDo(t, trusting(second.ca), http.MethodGet, base+"/v1/servers", token); r.code != http.StatusOK {
@@ -380,9 +381,9 @@ func TestBinaryTokenRotation(t *testing.T) {
 	}
 
 	replaceFile(t, e.tokenFile, b+"\n")
-	waitFor(t, "token B accepted", reloadBound, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, reloadBound, "token B accepted", func() error {
 		r := binDo(t, client, http.MethodGet, servers, b)
-		return r.code == http.StatusOK, fmt.Sprintf("%d %s", r.code, r.body)
+		return pending(r.code == http.StatusOK, fmt.Sprintf("%d %s", r.code, r.body))
 	})
 	for range 5 {
 		if r := binDo(t, client, http.MethodGet, servers, a); r.code != http.StatusUnauthorized {
@@ -533,7 +534,7 @@ func TestBinaryProbes(t *testing.T) {
 	}
 	var leader, standby *binService
 	var standbyBody string
-	waitFor(t, "one leader and one warm standby", binTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, binTimeout, "one leader and one warm standby", func() error {
 		leader, standby = nil, nil
 		var state []string
 		for id, s := range replicas {
@@ -547,7 +548,7 @@ func TestBinaryProbes(t *testing.T) {
 				standby, standbyBody = s, body
 			}
 		}
-		return leader != nil && standby != nil, strings.Join(state, "; ")
+		return pending(leader != nil && standby != nil, strings.Join(state, "; "))
 	})
 	lease, err := c.Client.CoordinationV1().Leases(e.ns).Get(t.Context(), "binary-probes", metav1.GetOptions{})
 	if err != nil {
@@ -590,11 +591,11 @@ func TestBinaryProbes(t *testing.T) {
 func waitRunning(t *testing.T, s *binService, token, user string) {
 	t.Helper()
 	client := httpClient(nil)
-	waitFor(t, user+" running", binTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, binTimeout, user+" running", func() error {
 		r := binDo(t, client, http.MethodGet, "http://"+s.listen+serverPath(user), token)
 		var st status
-		return r.code == http.StatusOK && json.Unmarshal([]byte(r.body), &st) == nil && st.Phase == "running" && st.Ready,
-			fmt.Sprintf("%d %s", r.code, r.body)
+		return pending(r.code == http.StatusOK && json.Unmarshal([]byte(r.body), &st) == nil && st.Phase == "running" && st.Ready,
+			fmt.Sprintf("%d %s", r.code, r.body))
 	})
 }
 
@@ -704,7 +705,7 @@ func TestBinaryMetrics(t *testing.T) {
 	// The histogram is observed as each start ends, which its status may
 	// show a moment before.
 	var after binMetrics
-	waitFor(t, "every counter to count the spawns", reloadBound, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, reloadBound, "every counter to count the spawns", func() error {
 		after = scrape(t, s)
 		var state []string
 		ok := true
@@ -713,7 +714,7 @@ func TestBinaryMetrics(t *testing.T) {
 			ok = ok && d >= spawns
 			state = append(state, fmt.Sprintf("%s +%g", m.what, d))
 		}
-		return ok, strings.Join(state, ", ")
+		return pending(ok, strings.Join(state, ", "))
 	})
 	for _, m := range counters {
 		if d := after.value(t, m.name, m.labels...) - before.value(t, m.name, m.labels...); d != spawns {

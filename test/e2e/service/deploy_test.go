@@ -58,6 +58,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
@@ -553,10 +554,10 @@ func (d *deployEnv) checkScheduled(t *testing.T, m *deployManifests) {
 		t.Fatal(err)
 	}
 	want := int(*m.deployment.Spec.Replicas)
-	waitFor(t, "the Deployment's pods Running and Ready", deployTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, deployTimeout, "the Deployment's pods Running and Ready", func() error {
 		rs, err := client.AppsV1().ReplicaSets(d.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		var owned []appsv1.ReplicaSet
 		for _, r := range rs.Items {
@@ -565,11 +566,11 @@ func (d *deployEnv) checkScheduled(t *testing.T, m *deployManifests) {
 			}
 		}
 		if len(owned) != 1 {
-			return false, fmt.Sprintf("%d ReplicaSets of the Deployment", len(owned))
+			return fmt.Errorf("%d ReplicaSets of the Deployment", len(owned))
 		}
 		pods, err := client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		var ready []string
 		var states []string
@@ -591,9 +592,9 @@ func (d *deployEnv) checkScheduled(t *testing.T, m *deployManifests) {
 					msgs = append(msgs, e.InvolvedObject.Name+": "+e.Message)
 				}
 			}
-			return false, fmt.Sprintf("pods %q; warning events %q", states, msgs)
+			return fmt.Errorf("pods %q; warning events %q", states, msgs)
 		}
-		return true, ""
+		return nil
 	})
 	// The Service's selector finds exactly the Deployment's pods.
 	pods, err := client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(m.service.Spec.Selector).String()})
@@ -603,21 +604,21 @@ func (d *deployEnv) checkScheduled(t *testing.T, m *deployManifests) {
 	if len(pods.Items) != want {
 		t.Errorf("the Service selects %d pods, want %d", len(pods.Items), want)
 	}
-	waitFor(t, "the Deployment's status", deployTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, deployTimeout, "the Deployment's status", func() error {
 		got, err := client.AppsV1().Deployments(d.ns).Get(ctx, m.deployment.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		s := got.Status
-		return int(s.ReadyReplicas) == want && int(s.AvailableReplicas) == want, fmt.Sprintf("%+v", s)
+		return pending(int(s.ReadyReplicas) == want && int(s.AvailableReplicas) == want, fmt.Sprintf("%+v", s))
 	})
-	waitFor(t, "the PodDisruptionBudget to count the pods", deployTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, deployTimeout, "the PodDisruptionBudget to count the pods", func() error {
 		pdb, err := client.PolicyV1().PodDisruptionBudgets(d.ns).Get(ctx, m.pdb.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		s := pdb.Status
-		return int(s.ExpectedPods) == want && int(s.CurrentHealthy) == want, fmt.Sprintf("%+v", s)
+		return pending(int(s.ExpectedPods) == want && int(s.CurrentHealthy) == want, fmt.Sprintf("%+v", s))
 	})
 }
 
@@ -905,14 +906,14 @@ func (d *deployEnv) runBinary(t *testing.T, m *deployManifests) {
 		what string
 		url  string
 	}{{"liveness", probeURL(livePort, live)}, {"readiness", probeURL(readyPort, ready)}} {
-		waitFor(t, pr.what+" probe "+pr.url+" to answer 200", deployTimeout, func() (bool, string) {
+		testutil.EventuallyEvery(t, poll, deployTimeout, pr.what+" probe "+pr.url+" to answer 200", func() error {
 			select {
 			case <-p.done:
 				t.Fatalf("spawnkit-service exited (%v):\n%s", p.err, p.out.String())
 			default:
 			}
 			code, body := get(ctx, probes, pr.url, "")
-			return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
+			return pending(code == http.StatusOK, fmt.Sprintf("%d %s", code, body))
 		})
 	}
 	if code, body := get(ctx, probes, fmt.Sprintf("http://127.0.0.1:%d/metrics", readyPort), ""); code != http.StatusOK || !strings.Contains(body, "spawnkit_manager_") {

@@ -204,6 +204,19 @@ func get(ctx context.Context, client *http.Client, url, token string) (int, stri
 	return resp.StatusCode, string(body)
 }
 
+// poll is how often a wait checks its condition: each check costs a
+// request to a process or the cluster.
+const poll = 50 * time.Millisecond
+
+// pending is a condition's answer to testutil.EventuallyEvery: nil when
+// ok, else what it saw.
+func pending(ok bool, saw string) error {
+	if ok {
+		return nil
+	}
+	return errors.New(saw)
+}
+
 // kubeconfigFor writes a kubeconfig file for cfg (a testcluster admin or
 // UserConfig identity) into the test's directory.
 func kubeconfigFor(t *testing.T, cfg *rest.Config) string {

@@ -36,6 +36,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
@@ -203,16 +204,16 @@ func newRBACEnv(t *testing.T, roles []rbacv1.Role, config string) *rbacEnv {
 // RBAC changes through an informer, says whether user may do g in ns.
 func waitAllowed(t *testing.T, user, ns string, g grant, allowed bool) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%s to be allowed=%v %s in %s", user, allowed, g, ns), 30*time.Second, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, 30*time.Second, fmt.Sprintf("%s to be allowed=%v %s in %s", user, allowed, g, ns), func() error {
 		review, err := cluster.Client.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Namespace: ns, Verb: g.verb, Group: g.group, Resource: g.resource,
 			}},
 		}, metav1.CreateOptions{})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
-		return review.Status.Allowed == allowed, fmt.Sprintf("allowed=%v (%s)", review.Status.Allowed, review.Status.Reason)
+		return pending(review.Status.Allowed == allowed, fmt.Sprintf("allowed=%v (%s)", review.Status.Allowed, review.Status.Reason))
 	})
 }
 
@@ -548,7 +549,7 @@ func stepStop(t *testing.T, e *rbacEnv, s *rbacService, user string) outcome {
 	if err := json.Unmarshal([]byte(body), &st); err != nil || st.Phase != "stopped" {
 		return failed("DELETE %s: %s", path, body)
 	}
-	waitFor(t, "pod "+st.State.PodName+" gone", rbacTimeout, func() (bool, string) { return podGone(t, st.State.Namespace, st.State.PodName) })
+	testutil.EventuallyEvery(t, poll, rbacTimeout, "pod "+st.State.PodName+" gone", func() error { return pending(podGone(t, st.State.Namespace, st.State.PodName)) })
 	return outcome{ok: true}
 }
 

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 // TestBinaryReadyzNamesAMissingNamespace: a configured namespace that does
@@ -33,11 +34,11 @@ profile_list:
 `, base, other))
 	s := e.start(t, "spawnkit-service missing namespace")
 	var body string
-	waitFor(t, "/readyz 503 naming both namespaces", binTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, binTimeout, "/readyz 503 naming both namespaces", func() error {
 		s.mustRun(t)
 		var code int
 		code, body = s.readyz(t)
-		return code == http.StatusServiceUnavailable && strings.Contains(body, "[-]namespaces failed"), fmt.Sprintf("%d %q", code, body)
+		return pending(code == http.StatusServiceUnavailable && strings.Contains(body, "[-]namespaces failed"), fmt.Sprintf("%d %q", code, body))
 	})
 	for _, want := range []string{`namespace "` + base + `" does not exist`, `namespace "` + other + `" does not exist`, "kubectl create namespace " + base, "[+]informers ok", "[+]manager ok"} {
 		if !strings.Contains(body, want) {
@@ -56,16 +57,16 @@ profile_list:
 	// profile's namespace named as degraded (its starts fail, the rest
 	// works).
 	create(base)
-	waitFor(t, "/readyz 200 with the profile's namespace degraded", binTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, binTimeout, "/readyz 200 with the profile's namespace degraded", func() error {
 		s.mustRun(t)
 		code, body := s.readyz(t)
-		return code == http.StatusOK && strings.Contains(body, `[!]namespaces degraded: namespace "`+other+`" does not exist`), fmt.Sprintf("%d %q", code, body)
+		return pending(code == http.StatusOK && strings.Contains(body, `[!]namespaces degraded: namespace "`+other+`" does not exist`), fmt.Sprintf("%d %q", code, body))
 	})
 	create(other)
-	waitFor(t, "/readyz 200, namespaces ok", binTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, binTimeout, "/readyz 200, namespaces ok", func() error {
 		s.mustRun(t)
 		code, body := s.readyz(t)
-		return code == http.StatusOK && strings.Contains(body, "[+]namespaces ok"), fmt.Sprintf("%d %q", code, body)
+		return pending(code == http.StatusOK && strings.Contains(body, "[+]namespaces ok"), fmt.Sprintf("%d %q", code, body))
 	})
 	// The dry run left nothing behind.
 	for _, ns := range []string{base, other} {

@@ -159,8 +159,10 @@ func TestZ2JH(t *testing.T) {
 	v := d.values(t)
 	t.Run("hub values are z2jh's", func(t *testing.T) { v.checkKeys(t) })
 	t.Run("hub policy loads", func(t *testing.T) {
-		if _, err := loadHubPolicy(v.policyFile(t)); err != nil {
-			t.Errorf("hub.extraFiles' hub policy: %v", err)
+		file := v.policyFile(t)
+		p := startProc(t, "spawnkit-service -check -hub-policy", []string{"SPAWNKIT_SERVICE_TOKEN=z2jh-test-token"}, "-check", "-hub-policy", file)
+		if err := p.wait(t, 30*time.Second); err != nil {
+			t.Errorf("hub.extraFiles' hub policy: -check -hub-policy %s: %v\n%s", file, err, p.out.String())
 		}
 		for _, b := range d.blocks {
 			if b.config {
@@ -399,7 +401,7 @@ func (v *z2jhValues) hubPolicy(t *testing.T) string {
 	return f.StringData
 }
 
-// policyFile writes hubPolicy to a file, for loadHubPolicy.
+// policyFile writes hubPolicy to a file, for the binary's -hub-policy.
 func (v *z2jhValues) policyFile(t *testing.T) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "hub-policy.yaml")
@@ -702,8 +704,13 @@ func (v *z2jhValues) checkUserPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, err := loadHubPolicy(v.policyFile(t))
-	if err != nil {
+	// The policy as the binary reads it ("hub policy loads" runs the
+	// binary on it).
+	var policy service.HubPolicy
+	if err := yaml.UnmarshalStrict([]byte(v.hubPolicy(t)), &policy); err != nil {
+		t.Fatal(err)
+	}
+	if err := policy.Check(); err != nil {
 		t.Fatal(err)
 	}
 	if err := policy.Admit(objs); err != nil {
