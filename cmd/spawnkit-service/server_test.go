@@ -232,6 +232,8 @@ func TestServerBounds(t *testing.T) {
 				if rc.Flush() != nil || r.Context().Err() != nil {
 					return
 				}
+				// A stream paced slower than every bound is what this
+				// case is about: the pause is the test's input.
 				time.Sleep(every)
 			}
 			fmt.Fprintln(w, "end")

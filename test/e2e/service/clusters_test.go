@@ -223,7 +223,12 @@ profile_list:
 		code, body := s.readyz(t)
 		return pending(code == http.StatusOK && !strings.Contains(body, "degraded"), fmt.Sprintf("%d %q", code, body))
 	})
-	time.Sleep(3 * time.Second) // b's informers catch up: no flapping meanwhile
+	// b's informers catch up (a relist, a watch refused until the API
+	// server's cache is warm): the cluster must not flap meanwhile. Their
+	// health, which the Manager's check reads, says when they are done.
+	testutil.EventuallyEvery(t, poll, binTimeout, "b's informers healthy", func() error {
+		return informersHealthy(t, s, "b")
+	})
 	if n := len(s.lines("cluster unavailable", `"cluster"="b"`)); n != 1 {
 		t.Errorf("b was marked unavailable %d times over one outage, want 1:\n%s", n, strings.Join(s.lines(`"cluster"="b"`), "\n"))
 	}
@@ -237,6 +242,29 @@ profile_list:
 	if _, st, _ := getStatus(t, s, token, "bob"); st.URL != bob.URL {
 		t.Errorf("bob's URL after the outage: %q, was %q", st.URL, bob.URL)
 	}
+}
+
+// informersHealthy is nil when s's /metrics has informers of cluster
+// and each is healthy.
+func informersHealthy(t *testing.T, s *binService, cluster string) error {
+	t.Helper()
+	f := scrape(t, s).families["spawnkit_reflector_healthy"]
+	var n int
+	for _, series := range f.GetMetric() {
+		for _, l := range series.GetLabel() {
+			if l.GetName() != "cluster" || l.GetValue() != cluster {
+				continue
+			}
+			n++
+			if series.GetGauge().GetValue() != 1 {
+				return fmt.Errorf("informer %v unhealthy", series.GetLabel())
+			}
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("no spawnkit_reflector_healthy series of cluster %q", cluster)
+	}
+	return nil
 }
 
 // TestBinaryClustersFileRefused: a -clusters file that cannot be used

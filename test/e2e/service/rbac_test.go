@@ -30,6 +30,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -472,30 +473,36 @@ var scenario = []rbacStep{
 // body that says forbidden ends it at once.
 func stepReady(t *testing.T, _ *rbacEnv, s *rbacService) outcome {
 	client := httpClient(nil)
-	deadline := time.Now().Add(rbacTimeout)
 	var since time.Time
-	for {
+	var code int
+	var body string
+	var end *outcome
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, rbacTimeout, true, func(context.Context) (bool, error) {
 		select {
 		case <-s.done:
-			return failed("exited: %v\n%s", s.err, s.out.String())
+			end = &outcome{text: fmt.Sprintf("exited: %v\n%s", s.err, s.out.String())}
+			return true, nil
 		default:
 		}
-		code, body := get(t.Context(), client, s.probes+"/readyz", "")
+		code, body = get(t.Context(), client, s.probes+"/readyz", "")
 		switch {
 		case strings.Contains(body, "forbidden"):
-			return failed("/readyz %d: %s", code, body)
+			end = &outcome{text: fmt.Sprintf("/readyz %d: %s", code, body)}
+			return true, nil
 		case code != http.StatusOK:
 			since = time.Time{}
 		case since.IsZero():
 			since = time.Now()
 		case time.Since(since) >= readyStable:
-			return outcome{ok: true}
+			end = &outcome{ok: true}
+			return true, nil
 		}
-		if time.Now().After(deadline) {
-			return failed("/readyz %d after %s: %s", code, rbacTimeout, body)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return false, nil
+	})
+	if err != nil {
+		return failed("/readyz %d after %s: %s", code, rbacTimeout, body)
 	}
+	return *end
 }
 
 // namedServerPath is the API path of user's server name ("" the default).
