@@ -9,20 +9,15 @@ package service
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -232,54 +227,10 @@ func (v *secretVolume) write(t *testing.T, files map[string][]byte) {
 	}
 }
 
-// binCert is a CA of its own and the serving certificate it signed for
-// 127.0.0.1.
-type binCert struct {
-	ca              *x509.Certificate
-	serial          int64
-	certPEM, keyPEM []byte
-}
-
-func newBinCert(t *testing.T, serial int64) binCert {
-	t.Helper()
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(serial * 1000), Subject: pkix.Name{CommonName: fmt.Sprintf("binary-test CA %d", serial)},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return binCert{ca: ca, serial: serial,
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})}
-}
-
-func (c binCert) files() map[string][]byte {
-	return map[string][]byte{corev1.TLSCertKey: c.certPEM, corev1.TLSPrivateKeyKey: c.keyPEM}
+// certFiles are c's serving certificate and key by their keys in a
+// kubernetes.io/tls Secret, as its volume holds them.
+func certFiles(c testutil.Cert) map[string][]byte {
+	return map[string][]byte{corev1.TLSCertKey: c.CertPEM, corev1.TLSPrivateKeyKey: c.KeyPEM}
 }
 
 func certPool(cas ...*x509.Certificate) *x509.CertPool {
@@ -317,45 +268,45 @@ func TestBinaryTLS(t *testing.T) {
 	const token = "tls-test-token"
 	e := newBinEnv(t, c, token)
 	vol := &secretVolume{dir: t.TempDir()}
-	first, second := newBinCert(t, 101), newBinCert(t, 202)
-	vol.write(t, first.files())
+	first, second := testutil.NewCert(t, 101, "127.0.0.1"), testutil.NewCert(t, 202, "127.0.0.1")
+	vol.write(t, certFiles(first))
 	certFile, keyFile := vol.path(corev1.TLSCertKey), vol.path(corev1.TLSPrivateKeyKey)
 	s := e.start(t, "spawnkit-service TLS", "-tls-cert-file", certFile, "-tls-key-file", keyFile)
 	s.waitReady(t)
 	base := "https://" + s.listen
 
-	if r := binDo(t, trusting(first.ca), http.MethodGet, base+"/v1/servers", token); r.code != http.StatusOK {
+	if r := binDo(t, trusting(first.CA), http.MethodGet, base+"/v1/servers", token); r.code != http.StatusOK {
 		t.Fatalf("GET /v1/servers over TLS, trusting the first CA: %d %s", r.code, r.body)
 	}
-	if r := binDo(t, trusting(second.ca), http.MethodGet, base+"/v1/servers", token); r.code != 0 {
+	if r := binDo(t, trusting(second.CA), http.MethodGet, base+"/v1/servers", token); r.code != 0 {
 		t.Errorf("a client trusting only another CA got %d %s, want a failed handshake", r.code, r.body)
 	}
 	if r := binDo(t, httpClient(nil), http.MethodGet, "http://"+s.listen+"/v1/servers", token); r.code == http.StatusOK {
 		t.Errorf("the API answered plain HTTP: %s", r.body)
 	}
-	both := certPool(first.ca, second.ca)
-	if serial, err := peerSerial(s.listen, both); serial != first.serial {
-		t.Fatalf("serving serial %d (%v), want the first certificate's %d", serial, err, first.serial)
+	both := certPool(first.CA, second.CA)
+	if serial, err := peerSerial(s.listen, both); serial != first.Serial {
+		t.Fatalf("serving serial %d (%v), want the first certificate's %d", serial, err, first.Serial)
 	}
 
 	reloaded := len(s.lines("reloaded", "TLS certificate"))
-	vol.write(t, second.files())
+	vol.write(t, certFiles(second))
 	testutil.EventuallyEvery(t, poll, reloadBound, "new connections to get the rotated certificate", func() error {
 		serial, err := peerSerial(s.listen, both)
-		return pending(serial == second.serial, fmt.Sprintf("serial %d (%v)", serial, err))
+		return pending(serial == second.Serial, fmt.Sprintf("serial %d (%v)", serial, err))
 	})
 	s.waitLines(t, reloaded, "the certificate's reload", "reloaded", "TLS certificate")
-	if r := binDo(t, trusting(second.ca), http.MethodGet, base+"/v1/servers", token); r.code != http.StatusOK {
+	if r := binDo(t, trusting(second.CA), http.MethodGet, base+"/v1/servers", token); r.code != http.StatusOK {
 		t.Errorf("GET /v1/servers trusting the second CA after the rotation: %d %s", r.code, r.body)
 	}
 
 	failed := len(s.lines("reloading failed", certFile))
-	vol.write(t, map[string][]byte{corev1.TLSCertKey: []byte("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n"), corev1.TLSPrivateKeyKey: second.keyPEM})
+	vol.write(t, map[string][]byte{corev1.TLSCertKey: []byte("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n"), corev1.TLSPrivateKeyKey: second.KeyPEM})
 	s.waitLines(t, failed, "the broken certificate's reload failing, naming "+certFile, "reloading failed", certFile)
-	if serial, err := peerSerial(s.listen, both); serial != second.serial {
-		t.Errorf("after a broken certificate: serving serial %d (%v), want the previous one, %d", serial, err, second.serial)
+	if serial, err := peerSerial(s.listen, both); serial != second.Serial {
+		t.Errorf("after a broken certificate: serving serial %d (%v), want the previous one, %d", serial, err, second.Serial)
 	}
-	if r := binDo(t, trusting(second.ca), http.MethodGet, base+"/v1/servers", token); r.code != http.StatusOK {
+	if r := binDo(t, trusting(second.CA), http.MethodGet, base+"/v1/servers", token); r.code != http.StatusOK {
 		t.Errorf("GET /v1/servers after a broken certificate: %d %s", r.code, r.body)
 	}
 	s.mustRun(t)
@@ -447,8 +398,8 @@ func TestBinaryRefusesToStart(t *testing.T) {
 	z2jhValues := file("values.yaml", "singleuser:\n  image:\n    name: quay.io/jupyter/base-notebook\n")
 	badPolicy := file("bad-policy.yaml", "privileged_image: [x]\n")
 	badPattern := file("bad-pattern.yaml", "privileged_images: [\"[x\"]\n")
-	good := newBinCert(t, 7)
-	certFile, keyFile := file("tls.crt", string(good.certPEM)), file("tls.key", string(good.keyPEM))
+	good := testutil.NewCert(t, 7, "127.0.0.1")
+	certFile, keyFile := file("tls.crt", string(good.CertPEM)), file("tls.key", string(good.KeyPEM))
 	garbageCert := file("garbage.crt", "not a certificate\n")
 	missing := filepath.Join(dir, "missing")
 	same := freeAddr(t)
