@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -305,7 +306,7 @@ func testNamespaceNotRetiredYet(t *testing.T, tl tools, a *testcluster.Cluster) 
 		return logCount(s.logPath("spawner-service"), `"msg"="request"`, `"method"="PUT"`,
 			`"path"="/v1`+serverPath(u, "")+`/state"`, `"status"=409`)
 	}
-	eventually(t, 200*time.Millisecond, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 200*time.Millisecond, 30*time.Second, "the Spawner to send each user's refused state at least 3 times", func() error {
 		for _, u := range users {
 			if n := refused(u); n < 3 {
 				return fmt.Errorf("the service refused %s's state %d times, want JupyterHub's Spawner to have sent it at least 3 times", u, n)
@@ -405,7 +406,7 @@ func onePodEverywhere(ctx context.Context, t *testing.T, places []place, user st
 // waitNoPodsEverywhere waits until the user has no pod in any place.
 func waitNoPodsEverywhere(t *testing.T, places []place, user string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, 100*time.Millisecond, timeout, func() error {
+	testutil.EventuallyEvery(t, 100*time.Millisecond, timeout, user+"'s pods gone everywhere", func() error {
 		if pods := podsEverywhere(t.Context(), t, places, user); len(pods) > 0 {
 			return fmt.Errorf("%s still has pod %s", user, pods[0])
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -113,7 +114,7 @@ func testPollBeforeStart(t *testing.T, s *stack) {
 	if code != http.StatusInternalServerError || !strings.Contains(string(body), "[status=0]") {
 		t.Errorf("starting ivan's server = %d %s, want JupyterHub's 500 with poll's exit status 0", code, body)
 	}
-	eventually(t, 100*time.Millisecond, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 100*time.Millisecond, 30*time.Second, "JupyterHub's poll of ivan before any start", func() error {
 		if !logContains(s.logPath("jupyterhub"), "spawnkit: poll of ivan before any start: the service does not know it (0)") {
 			return errors.New("JupyterHub's log does not show the poll of ivan's server before any start")
 		}
@@ -234,7 +235,7 @@ func testStopWhileStartIsRetried(t *testing.T, s *stack) {
 	s.createUser(ctx, t, "kim")
 	s.startServer(ctx, t, "kim", "", map[string]string{"profile": "default"})
 	hubLog := s.logPath("jupyterhub")
-	eventually(t, 200*time.Millisecond, hubStartTimeout+30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 200*time.Millisecond, hubStartTimeout+30*time.Second, "JupyterHub to give up on kim's start and stop it", func() error {
 		if !logContains(hubLog, "kim's server failed to start in") {
 			return errors.New("JupyterHub has not given up on kim's start yet")
 		}

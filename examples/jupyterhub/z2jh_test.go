@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/spawner"
 )
@@ -277,7 +278,7 @@ func addZ2JHGPUNode(t *testing.T, c *testcluster.Cluster) {
 	t.Cleanup(func() {
 		_ = c.Client.CoreV1().Nodes().Delete(context.Background(), z2jhGPUNode, metav1.DeleteOptions{})
 	})
-	eventually(t, 200*time.Millisecond, 60*time.Second, func() error {
+	testutil.EventuallyEvery(t, 200*time.Millisecond, 60*time.Second, "node "+z2jhGPUNode+" without the not-ready taints", func() error {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, z2jhGPUNode, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -576,7 +577,7 @@ func waitZ2JHPolls(t *testing.T, s *stack, servers []*z2jhServer, n int) {
 	for _, sv := range servers {
 		before[sv.user] = answered(sv.user)
 	}
-	eventually(t, 200*time.Millisecond, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 200*time.Millisecond, 30*time.Second, "the status polls of each server", func() error {
 		for _, sv := range servers {
 			if got := answered(sv.user) - before[sv.user]; got < n {
 				return fmt.Errorf("the spawner-service answered %d status requests for %s, want %d", got, sv.user, n)
@@ -775,7 +776,7 @@ func z2jhPods(ctx context.Context, t *testing.T, c *testcluster.Cluster, user st
 
 func waitNoZ2JHPod(t *testing.T, c *testcluster.Cluster, user string) {
 	t.Helper()
-	eventually(t, 100*time.Millisecond, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 100*time.Millisecond, 30*time.Second, user+"'s pods gone", func() error {
 		if pods := z2jhPods(t.Context(), t, c, user); len(pods) > 0 {
 			return fmt.Errorf("%s still has pod %s", user, pods[0].Name)
 		}
