@@ -55,7 +55,7 @@ const rbacHubToken = "rbac-hub-token-6d0f3b9e2a71c458"
 // applies them: the service's Role first, then the leader election's.
 func shippedRoles(t *testing.T) []rbacv1.Role {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "role.yaml"))
+	data, err := os.ReadFile(filepath.Join(deployDir, "role.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
