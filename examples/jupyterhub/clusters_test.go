@@ -232,16 +232,9 @@ func deleteUserPods(t *testing.T, c *testcluster.Cluster, users []string) {
 		}
 	}
 	for _, p := range left {
-		for {
-			_, err := c.Client.CoreV1().Pods(namespace).Get(ctx, p.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Errorf("pod %s still there after a minute", p.Name)
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
+		if _, err := c.WaitForPod(ctx, namespace, p.Name, testcluster.PodGone); err != nil {
+			t.Errorf("pod %s still there after a minute: %v", p.Name, err)
+			return
 		}
 	}
 }

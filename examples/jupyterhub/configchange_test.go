@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
@@ -437,18 +438,17 @@ func deletePodsEverywhere(t *testing.T, places []place, users []string) {
 		}
 	}
 	for _, l := range pending {
-		for {
-			got, err := l.c.Client.CoreV1().Pods(l.pod.pod.Namespace).Get(ctx, l.pod.pod.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) || (err == nil && got.UID != l.pod.pod.UID) {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Errorf("pod %s still there after a minute", l.pod)
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
+		if _, err := l.c.WaitForPod(ctx, l.pod.pod.Namespace, l.pod.pod.Name, goneOrReplaced(l.pod.pod.UID)); err != nil {
+			t.Errorf("pod %s still there after a minute: %v", l.pod, err)
+			return
 		}
 	}
+}
+
+// goneOrReplaced is a testcluster.WaitForPod condition: the pod of uid is
+// deleted (another pod of its name is not it).
+func goneOrReplaced(uid types.UID) func(*corev1.Pod) (bool, error) {
+	return func(p *corev1.Pod) (bool, error) { return p == nil || p.UID != uid, nil }
 }
 
 // stoppedState is the state JupyterHub keeps for a user's stopped

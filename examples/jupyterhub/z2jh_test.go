@@ -392,14 +392,22 @@ func deleteZ2JHObjects(ctx context.Context, t *testing.T, c *testcluster.Cluster
 	if err := c.Client.CoreV1().PersistentVolumeClaims(z2jhNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Errorf("deleting the claims in %s: %v", z2jhNamespace, err)
 	}
-	for ctx.Err() == nil {
+	// Each pod listed is watched until it is gone; then the list again.
+	for {
 		list, err := c.Client.CoreV1().Pods(z2jhNamespace).List(ctx, metav1.ListOptions{})
-		if err == nil && len(list.Items) == 0 {
+		if err != nil {
+			t.Errorf("pods left in %s: listing them: %v", z2jhNamespace, err)
 			return
 		}
-		time.Sleep(200 * time.Millisecond)
+		if len(list.Items) == 0 {
+			return
+		}
+		p := list.Items[0]
+		if _, err := c.WaitForPod(ctx, z2jhNamespace, p.Name, goneOrReplaced(p.UID)); err != nil {
+			t.Errorf("pods left in %s: %v", z2jhNamespace, err)
+			return
+		}
 	}
-	t.Errorf("pods left in %s", z2jhNamespace)
 }
 
 // z2jhServer is a server the test started, with what it expects of it.
