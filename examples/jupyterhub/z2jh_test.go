@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -358,11 +359,17 @@ profiles:
 			t.Error(err)
 		}
 	})
-	// Running, not yet scheduling: the servers' starts wait for it.
-	time.Sleep(200 * time.Millisecond)
-	if done, err := p.exited(); done {
-		t.Fatalf("the user scheduler exited: %v\n%s", err, logTail(log, 30))
-	}
+	// Its configuration accepted and its Run begun, as the line it logs
+	// then says; the servers' starts wait for it to schedule them.
+	testutil.EventuallyEvery(t, 50*time.Millisecond, 30*time.Second, "the user scheduler to start", func() error {
+		if done, err := p.exited(); done {
+			t.Fatalf("the user scheduler exited: %v\n%s", err, logTail(log, 30))
+		}
+		if !logContains(log, "Starting Kubernetes Scheduler") {
+			return errors.New(`its log has no "Starting Kubernetes Scheduler" yet`)
+		}
+		return nil
+	})
 }
 
 // testBinDir is where the cluster's binaries are, as testcluster picks
