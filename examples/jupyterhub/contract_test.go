@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spawnkit/spawnkit/internal/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 // contractConfig is TestJupyterHub's addition to the hub's configuration:
