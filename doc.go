@@ -63,7 +63,7 @@
 // spawns servers on one; `make cluster` starts one for you to explore.
 //
 // examples/quickstart shows the whole flow on such a cluster, and
-// examples/orphan-sweeper the orphan clean-up. README.md's Go blocks are
-// whole programs for such a cluster; internal/snippets builds and runs
-// each one.
+// examples/orphan-sweeper the orphan clean-up. The Go blocks of README.md
+// and docs/ are whole programs for such a cluster; internal/snippets
+// builds and runs each one.
 package spawnkit

@@ -5,7 +5,7 @@ import "fmt"
 // Bounds on what a start takes from its caller. A start is planned
 // (Plan, and the manager's Spawn before it accepts the start) against
 // them, so input that could never make a valid pod, or that would make
-// the server's state record (StateAnnotation, which holds every user
+// the server's state record (naming.AnnotationState, which holds every user
 // option) too big for the pod, is refused before anything is created.
 const (
 	// MaxUserOptions is the most user options a start takes.

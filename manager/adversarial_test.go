@@ -101,7 +101,7 @@ func TestAdvPollDuringStartNeverDeletesTheNewPod(t *testing.T) {
 			t.Fatalf("round %d: Start replacing an exited pod while Polls run = %v", round, err)
 		}
 		pod, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, fresh.State().PodName, metav1.GetOptions{})
-		if err != nil || pod.DeletionTimestamp != nil || pod.Annotations[spawner.StartIDAnnotation] != fresh.State().StartID {
+		if err != nil || pod.DeletionTimestamp != nil || pod.Annotations[naming.AnnotationStartID] != fresh.State().StartID {
 			t.Fatalf("round %d: the new pod (URL %s) was deleted by a racing Poll: %v", round, url, err)
 		}
 		if st, err := poller.Poll(ctx); err != nil || !st.Running {

@@ -324,8 +324,8 @@ func plant42(t *testing.T, ctx context.Context, cfg kubespawner.Config, srv nami
 	st.PodName, st.Namespace, st.StartID = name, ns, "planted-start"
 	st.ConnectHost = attackerHost
 	st.URL = "http://" + attackerHost + ":8888"
-	pod.Annotations[spawner.StartIDAnnotation] = "planted-start"
-	pod.Annotations[spawner.StateAnnotation] = st.String()
+	pod.Annotations[naming.AnnotationStartID] = "planted-start"
+	pod.Annotations[naming.AnnotationState] = st.String()
 	return createRunning(t, ctx, pod)
 }
 

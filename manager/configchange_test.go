@@ -388,8 +388,8 @@ func TestSeedAfterConfigChange(t *testing.T) {
 	pod := o.Pod.DeepCopy()
 	pod.Name = "old-carol"
 	pod.Labels[naming.LabelManagedBy] = naming.ManagedByKubeSpawner
-	delete(pod.Annotations, spawner.StateAnnotation)
-	delete(pod.Annotations, spawner.StartIDAnnotation)
+	delete(pod.Annotations, naming.AnnotationState)
+	delete(pod.Annotations, naming.AnnotationStartID)
 	pod.Spec.Containers[0].Env = nil
 	pod.Spec.Containers[0].EnvFrom = nil
 	ran := createRunning(t, ctx, pod)
@@ -636,8 +636,8 @@ func TestSeedNeverAdoptsAnUnmanagedPod(t *testing.T) {
 	pod := o.Pod.DeepCopy()
 	pod.Name = "old-erin"
 	pod.Labels[naming.LabelManagedBy] = naming.ManagedByKubeSpawner
-	delete(pod.Annotations, spawner.StateAnnotation)
-	delete(pod.Annotations, spawner.StartIDAnnotation)
+	delete(pod.Annotations, naming.AnnotationState)
+	delete(pod.Annotations, naming.AnnotationStartID)
 	pod.Spec.Containers[0].Env = nil
 	pod.Spec.Containers[0].EnvFrom = nil
 	ran := createRunning(t, ctx, pod)

@@ -76,7 +76,7 @@ func apiPod(t *testing.T, ns, name string) *corev1.Pod {
 	return pod
 }
 
-// recordedState is the State a pod records (spawner.StateAnnotation).
+// recordedState is the State a pod records (naming.AnnotationState).
 func recordedState(t *testing.T, pod *corev1.Pod) spawner.State {
 	t.Helper()
 	st, ok := spawner.StateFromPod(reflector.NewPod(pod))

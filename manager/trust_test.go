@@ -49,7 +49,7 @@ func plantPod(t *testing.T, ctx context.Context, cfg kubespawner.Config, srv nam
 	st := o.State
 	st.ConnectHost = attackerHost
 	st.URL = "http://" + attackerHost + ":8888"
-	pod.Annotations[spawner.StateAnnotation] = st.String()
+	pod.Annotations[naming.AnnotationState] = st.String()
 	return createRunning(t, ctx, pod)
 }
 

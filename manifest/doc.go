@@ -12,8 +12,8 @@
 // # KubeSpawner compatibility
 //
 // Pod has a field for every argument of KubeSpawner 7.1's make_pod and
-// reproduces its output, checked against vectors produced by the real
-// objects.py (testdata/, vectors_test.go). DecodePodSpec and DecodePVCSpec
+// reproduces its output for the inputs KubeSpawner's own objects.py was
+// run on. DecodePodSpec and DecodePVCSpec
 // read KubeSpawner's argument names and value shapes (JSON), so existing
 // configuration ports unchanged. The semantics, including the subtle ones:
 //
@@ -48,8 +48,7 @@
 //     camelCase names.
 //
 // Where KubeSpawner's output is plainly a bug, spawnkit does the right
-// thing instead; vectors_test.go states each such deviation as a rule
-// over the input, with its reason: SSL file paths are joined with '/'
+// thing instead, each deviation a rule over the input with its reason: SSL file paths are joined with '/'
 // (KubeSpawner builds "/certsssl.key" from "/certs"); a nested unknown
 // key such as security_context.run_as_user in extra_container_config is
 // an error (KubeSpawner sends it, and the API server silently drops it);
@@ -63,6 +62,6 @@
 // Beyond KubeSpawner, PodSpec.RestrictedSecurity opts in to the Pod
 // Security "restricted" profile (runAsNonRoot, RuntimeDefault seccomp,
 // all capabilities dropped, no privilege escalation) for every container,
-// filling only what the spec left unset; a test checks the result with
-// the upstream pod-security-admission policy.
+// filling only what the spec left unset, so that the pod passes the
+// upstream pod-security-admission "restricted" policy.
 package manifest

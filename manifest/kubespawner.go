@@ -50,22 +50,7 @@ func decodePodArg(s *PodSpec, key string, raw json.RawMessage) error {
 	case "image_pull_policy":
 		return decodeString(raw, (*string)(&s.ImagePullPolicy))
 	case "image_pull_secrets":
-		var items []json.RawMessage
-		if err := decodeInto(raw, &items); err != nil {
-			return err
-		}
-		for i, item := range items {
-			var name string
-			if json.Unmarshal(item, &name) != nil {
-				var ref corev1.LocalObjectReference
-				if err := decodeModel(item, &ref, fmt.Sprintf("[%d]", i)); err != nil {
-					return fmt.Errorf("want a secret name or {name: ...}: %w", err)
-				}
-				name = ref.Name
-			}
-			s.ImagePullSecrets = append(s.ImagePullSecrets, name)
-		}
-		return nil
+		return decodeImagePullSecrets(raw, &s.ImagePullSecrets)
 	case "node_selector":
 		return decodeInto(raw, &s.NodeSelector)
 	case "uid":
@@ -75,40 +60,11 @@ func decodePodArg(s *PodSpec, key string, raw json.RawMessage) error {
 	case "fs_gid":
 		return decodeID(raw, &s.FSGID)
 	case "supplemental_gids":
-		// make_pod: [int(gid) for gid in supplemental_gids]; the trait
-		// is a List of anything.
-		s.SupplementalGIDs = nil
-		if isNull(raw) {
-			return nil
-		}
-		var items []json.RawMessage
-		if err := decodeInto(raw, &items); err != nil {
-			return err
-		}
-		for i, item := range items {
-			n, err := pyInt(item)
-			if err != nil {
-				return fmt.Errorf("[%d]: %w", i, err)
-			}
-			s.SupplementalGIDs = append(s.SupplementalGIDs, n)
-		}
-		return nil
+		return decodeSupplementalGIDs(raw, &s.SupplementalGIDs)
 	case "privileged":
 		return decodeInto(raw, &s.Privileged)
 	case "allow_privilege_escalation":
-		var b *bool
-		if err := decodeInto(raw, &b); err != nil {
-			return err
-		}
-		switch {
-		case b == nil:
-			s.AllowPrivilegeEscalation = EscalationUnset
-		case *b:
-			s.AllowPrivilegeEscalation = EscalationAllowed
-		default:
-			s.AllowPrivilegeEscalation = EscalationDenied
-		}
-		return nil
+		return decodeEscalation(raw, &s.AllowPrivilegeEscalation)
 	case "container_security_context":
 		if null {
 			return nil
@@ -189,6 +145,67 @@ func decodePodArg(s *PodSpec, key string, raw json.RawMessage) error {
 		return nil // KubeSpawner's logger argument carries no configuration
 	}
 	return fmt.Errorf("unknown argument")
+}
+
+// decodeImagePullSecrets appends image_pull_secrets to target: each item
+// a secret name or a {name: ...} reference.
+func decodeImagePullSecrets(raw json.RawMessage, target *[]string) error {
+	var items []json.RawMessage
+	if err := decodeInto(raw, &items); err != nil {
+		return err
+	}
+	for i, item := range items {
+		var name string
+		if json.Unmarshal(item, &name) != nil {
+			var ref corev1.LocalObjectReference
+			if err := decodeModel(item, &ref, fmt.Sprintf("[%d]", i)); err != nil {
+				return fmt.Errorf("want a secret name or {name: ...}: %w", err)
+			}
+			name = ref.Name
+		}
+		*target = append(*target, name)
+	}
+	return nil
+}
+
+// decodeSupplementalGIDs decodes supplemental_gids as make_pod does,
+// [int(gid) for gid in supplemental_gids]: the trait is a List of
+// anything, each item converted by pyInt.
+func decodeSupplementalGIDs(raw json.RawMessage, target *[]int64) error {
+	*target = nil
+	if isNull(raw) {
+		return nil
+	}
+	var items []json.RawMessage
+	if err := decodeInto(raw, &items); err != nil {
+		return err
+	}
+	for i, item := range items {
+		n, err := pyInt(item)
+		if err != nil {
+			return fmt.Errorf("[%d]: %w", i, err)
+		}
+		*target = append(*target, n)
+	}
+	return nil
+}
+
+// decodeEscalation decodes allow_privilege_escalation: true, false, or
+// null, KubeSpawner's None, which is EscalationUnset.
+func decodeEscalation(raw json.RawMessage, target *PrivilegeEscalation) error {
+	var b *bool
+	if err := decodeInto(raw, &b); err != nil {
+		return err
+	}
+	switch {
+	case b == nil:
+		*target = EscalationUnset
+	case *b:
+		*target = EscalationAllowed
+	default:
+		*target = EscalationDenied
+	}
+	return nil
 }
 
 // DecodePVCSpec decodes KubeSpawner's make_pvc keyword arguments.

@@ -19,9 +19,9 @@
 //     valid and at most 48 characters per part; a name containing "--" is
 //     always hashed, so "{user}--{server}" joins cannot be forged, and
 //     hashed names contain "---" exactly once. Hashed names CAN collide:
-//     the suffix keeps 32 bits of a sha256, and a birthday search finds two
-//     user names with the same pod name in seconds (KubeSpawner has the
-//     same weakness, and byte compatibility keeps it). Safety comes from
+//     the suffix keeps 32 bits of a sha256, so two user names with the
+//     same pod name can be found (KubeSpawner has the same weakness, and
+//     byte compatibility keeps it). Safety comes from
 //     ownership, not from names: the spawner package never deletes,
 //     replaces or reuses an object whose annotations name another server.
 //     Choose it for every new deployment.
@@ -42,7 +42,7 @@
 // str.lower, as in KubeSpawner. The one deliberate difference: KubeSpawner
 // accepts a handful of non-ASCII letters (U+0130, U+0131, U+017F, the
 // Kelvin sign) inside label values, which the API server rejects; spawnkit
-// hashes them instead. vectors_test.go lists it.
+// hashes them instead.
 //
 // # Templates
 //
@@ -51,8 +51,8 @@
 // ports unchanged, with Python's conversions and format specs
 // ("{userid:06d}", "{username:>8}", "{unescaped_username!r}") meaning what
 // str.format makes of KubeSpawner's values (userid an int, the rest
-// strings; TestPythonFormat holds Python's output), and Go's text/template over Fields with sprig's hermetic
-// text functions ("jupyter-{{ .UserServer | trunc 40 }}"), without any
+// strings), and Go's text/template over Fields with sprig's hermetic text
+// functions ("jupyter-{{ .UserServer | trunc 40 }}"), without any
 // function that reads the clock, the environment, random sources or the
 // network. A Go template may read only the top-level fields (.Username),
 // call those functions and text/template's builtins (not call), and use
@@ -84,8 +84,8 @@
 // not, so Names.Check reports them and the caller refuses one only where
 // it is used (spawner: a claim name when the claim is made). An invalid
 // name is an *InvalidNameError that names the field, the template and the
-// value, returned before any object reaches the API server. Inputs no hub can have (an empty user name, a
-// user or server name with a NUL byte or invalid UTF-8) are an
+// value, returned before any object reaches the API server. Inputs no
+// hub can have (an empty user name, a user or server name with a NUL byte or invalid UTF-8) are an
 // *InvalidNameError too (ValidateServer), where KubeSpawner would hash
 // them into a name; every other name renders exactly as in KubeSpawner.
 //

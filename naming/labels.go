@@ -18,17 +18,47 @@ const (
 	// or selects (orphan.Options.LabelSelector).
 	ManagedByKubeSpawner = "kubespawner"
 
-	// LabelCluster is the name of the cluster (spawner.Options.Cluster)
-	// on every object spawnkit creates there, when one hub runs servers
-	// in several clusters; objects of a hub with one cluster have none.
-	LabelCluster = "spawnkit.io/cluster"
-
 	AnnotationUsername   = "hub.jupyter.org/username"
 	AnnotationServername = "hub.jupyter.org/servername"
+	// AnnotationJupyterHubVersion on a pod records the hub's version
+	// (spawner.StartOptions.HubVersion), as KubeSpawner does.
+	AnnotationJupyterHubVersion = "hub.jupyter.org/jupyterhub-version"
 
 	// DefaultComponent is the component label of user server pods.
 	DefaultComponent = "singleuser-server"
 )
+
+// Keys spawnkit writes in its own domain. Every such key is here and
+// nowhere else; docs/labels.md lists them with KubeSpawner's.
+const (
+	// Domain is the prefix of every label and annotation key spawnkit
+	// writes for itself. A cached pod (reflector.Pod) keeps the
+	// annotations under it.
+	Domain = "spawnkit.dev/"
+
+	// LabelCluster is the name of the cluster (spawner.Options.Cluster)
+	// on every object spawnkit creates there, when one hub runs servers
+	// in several clusters; objects of a hub with one cluster have none.
+	LabelCluster = Domain + "cluster"
+
+	// AnnotationState holds a server's state record (spawner.State) as
+	// JSON on its pod, so that a restarted hub or service finds the
+	// server from the cluster alone.
+	AnnotationState = Domain + "state"
+
+	// AnnotationStartID is the id of the start that created a pod or
+	// claim: a retried create that finds the object with its own id
+	// knows the object is its own.
+	AnnotationStartID = Domain + "start-id"
+)
+
+// LegacyLabelCluster is LabelCluster as releases before the single domain
+// wrote it. spawnkit never writes it and never selects by it; the next
+// update spawnkit makes to an object that carries it (a user namespace's
+// NetworkPolicy or ResourceQuota) moves it to LabelCluster. Pods and claims
+// keep it until they are replaced: nothing spawnkit decides depends on the
+// cluster label, which is there for operators' selectors.
+const LegacyLabelCluster = "spawnkit.io/cluster"
 
 // KubeSpawnerCommonLabels returns KubeSpawner 7.1's default common_labels.
 // A hub taking over a KubeSpawner deployment keeps them so that label

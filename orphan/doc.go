@@ -21,10 +21,9 @@
 // unattributed and left alone unless asked for.
 //
 // With Options.Registry, pods come from a shared informer the hub already
-// holds, not a LIST. Each pod is visited once, and a large cache is
-// judged, and its orphans sorted, on several cores at once (at most
-// GOMAXPROCS, and at most 8); docs/performance.md has the figures.
-// Orphans are returned sorted by kind, namespace and name.
+// holds, not a LIST; a large cache is judged on several cores, and the
+// result is what a LIST would give. Orphans are returned sorted by kind,
+// namespace and name.
 //
 // The rules: a pod of an unknown server, or of a server the hub believes
 // stopped, is an orphan. A claim belongs to its user: a claim of a known
@@ -35,13 +34,13 @@
 //
 // # Deleting safely
 //
-// Cleanup deletes with the UID and resourceVersion List saw as
-// preconditions: an object re-created or changed since List is skipped,
-// never deleted. It honours DryRun, a minimum age (DefaultMinAge: a server
-// being started right now is never touched), the kinds to delete (claims
-// and namespaces only when asked for) and a concurrency limit, treats an
-// object already gone as such, and reports every orphan as deleted,
-// skipped with the reason, or failed with the error.
+// Cleanup deletes with what List saw as preconditions: an object
+// re-created since List is skipped, never deleted. It honours DryRun, a
+// minimum age (DefaultMinAge: a server being started right now is never
+// touched), the kinds to delete (claims and namespaces only when asked
+// for) and a concurrency limit, treats an object already gone as such (two
+// Cleanups of one list delete each object once), and reports every orphan
+// as deleted, skipped with the reason, or failed with the error.
 //
 // Options that cannot be meant are errors wrapping ErrInvalidOptions, never
 // a guess: a kind not in AllKinds, a negative MinAge other than NoMinAge,

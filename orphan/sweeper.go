@@ -214,6 +214,14 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 		}
 		return r.report, r.err
 	}
+	return s.sweepClusters(ctx, known)
+}
+
+// sweepClusters sweeps every cluster of Clusters at once, each by a
+// goroutine of its own that it waits for, and joins what they did: one
+// Report, a *ClusterError for each cluster that failed, and one sweep
+// counted if any cluster got as far as Cleanup.
+func (s *Sweeper) sweepClusters(ctx context.Context, known *Known) (Report, error) {
 	results := make([]clusterSweep, len(s.targets))
 	var wg sync.WaitGroup
 	for i, c := range s.targets {

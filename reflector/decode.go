@@ -268,51 +268,60 @@ func decodeContainerState(v []byte, st *corev1.ContainerState) error {
 			if st.Waiting == nil {
 				st.Waiting = &corev1.ContainerStateWaiting{}
 			}
-			w := st.Waiting
-			return eachField(f, func(num protowire.Number, typ protowire.Type, g []byte, x uint64) error {
-				if typ == protowire.BytesType {
-					switch num {
-					case 1:
-						w.Reason = string(g)
-					case 2:
-						w.Message = string(g)
-					}
-				}
-				return nil
-			})
+			return decodeStateWaiting(f, st.Waiting)
 		case 2:
 			if st.Running == nil {
 				st.Running = &corev1.ContainerStateRunning{}
 			}
-			r := st.Running
-			return eachField(f, func(num protowire.Number, typ protowire.Type, g []byte, x uint64) error {
-				if num == 1 && typ == protowire.BytesType {
-					return decodeTime(g, &r.StartedAt)
-				}
-				return nil
-			})
+			return decodeStateRunning(f, st.Running)
 		case 3:
 			if st.Terminated == nil {
 				st.Terminated = &corev1.ContainerStateTerminated{}
 			}
-			t := st.Terminated
-			return eachField(f, func(num protowire.Number, typ protowire.Type, g []byte, x uint64) error {
-				switch {
-				case num == 1 && typ == protowire.VarintType:
-					t.ExitCode = int32(x)
-				case num == 2 && typ == protowire.VarintType:
-					t.Signal = int32(x)
-				case num == 3 && typ == protowire.BytesType:
-					t.Reason = string(g)
-				case num == 4 && typ == protowire.BytesType:
-					t.Message = string(g)
-				case num == 5 && typ == protowire.BytesType:
-					return decodeTime(g, &t.StartedAt)
-				case num == 6 && typ == protowire.BytesType:
-					return decodeTime(g, &t.FinishedAt)
-				}
-				return nil
-			})
+			return decodeStateTerminated(f, st.Terminated)
+		}
+		return nil
+	})
+}
+
+func decodeStateWaiting(v []byte, w *corev1.ContainerStateWaiting) error {
+	return eachField(v, func(num protowire.Number, typ protowire.Type, g []byte, x uint64) error {
+		if typ == protowire.BytesType {
+			switch num {
+			case 1:
+				w.Reason = string(g)
+			case 2:
+				w.Message = string(g)
+			}
+		}
+		return nil
+	})
+}
+
+func decodeStateRunning(v []byte, r *corev1.ContainerStateRunning) error {
+	return eachField(v, func(num protowire.Number, typ protowire.Type, g []byte, x uint64) error {
+		if num == 1 && typ == protowire.BytesType {
+			return decodeTime(g, &r.StartedAt)
+		}
+		return nil
+	})
+}
+
+func decodeStateTerminated(v []byte, t *corev1.ContainerStateTerminated) error {
+	return eachField(v, func(num protowire.Number, typ protowire.Type, g []byte, x uint64) error {
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			t.ExitCode = int32(x)
+		case num == 2 && typ == protowire.VarintType:
+			t.Signal = int32(x)
+		case num == 3 && typ == protowire.BytesType:
+			t.Reason = string(g)
+		case num == 4 && typ == protowire.BytesType:
+			t.Message = string(g)
+		case num == 5 && typ == protowire.BytesType:
+			return decodeTime(g, &t.StartedAt)
+		case num == 6 && typ == protowire.BytesType:
+			return decodeTime(g, &t.FinishedAt)
 		}
 		return nil
 	})

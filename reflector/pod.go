@@ -67,7 +67,7 @@ type Pod struct {
 
 // keptAnnotationPrefixes are the prefixes of the annotation keys a cached
 // Pod keeps.
-var keptAnnotationPrefixes = [...]string{"hub.jupyter.org/", "spawnkit.dev/"}
+var keptAnnotationPrefixes = [...]string{"hub.jupyter.org/", naming.Domain}
 
 // PodCondition is a pod condition as a cached Pod keeps it (its type is
 // the field that holds it).
@@ -235,6 +235,13 @@ func (p *Pod) ownStrings(meta bool) {
 			}
 		}
 	}
+	packStrings(fields)
+}
+
+// packStrings copies the strings fields point to into one allocation and
+// points each field at its copy. A string that two fields share stays
+// one.
+func packStrings(fields []*string) {
 	n := 0
 	for _, f := range fields {
 		n += len(*f)

@@ -174,8 +174,8 @@ func TestAdvSpawnerStopRacesStart(t *testing.T) {
 			if !last.Ready || last.Failed {
 				t.Errorf("round %d: Start succeeded but the final event is %+v", i, last)
 			}
-			if getErr == nil && (pod.Annotations[StartIDAnnotation] != s.State().StartID || pod.DeletionTimestamp != nil) {
-				t.Errorf("round %d: a pod of another start (%s, want %s) survived", i, pod.Annotations[StartIDAnnotation], s.State().StartID)
+			if getErr == nil && (pod.Annotations[naming.AnnotationStartID] != s.State().StartID || pod.DeletionTimestamp != nil) {
+				t.Errorf("round %d: a pod of another start (%s, want %s) survived", i, pod.Annotations[naming.AnnotationStartID], s.State().StartID)
 			}
 		}
 		// A cancelled start keeps its claim; the claim is never replaced.

@@ -16,7 +16,7 @@ import (
 func selfRecorded(ns, name, user string) *reflector.Pod {
 	rec := State{PodName: name, Namespace: ns, StartID: "s1"}
 	return reflector.NewPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
-		naming.AnnotationUsername: user, naming.AnnotationServername: "", StateAnnotation: rec.String(), StartIDAnnotation: "s1"}}})
+		naming.AnnotationUsername: user, naming.AnnotationServername: "", naming.AnnotationState: rec.String(), naming.AnnotationStartID: "s1"}}})
 }
 
 // TestAttack42OtherUsersNamespaceNeverTrusted: with user namespaces and

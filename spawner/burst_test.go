@@ -78,7 +78,7 @@ func TestCreateThatLandsAfterTheClientGaveUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pods.Items) != 1 || pods.Items[0].Annotations[StartIDAnnotation] != s.State().StartID {
+	if len(pods.Items) != 1 || pods.Items[0].Annotations[naming.AnnotationStartID] != s.State().StartID {
 		t.Fatalf("%d pods; want the one this start made", len(pods.Items))
 	}
 	if creates.Load() < 2 {
@@ -144,8 +144,8 @@ func TestStartBurst(t *testing.T) {
 		starts[s.State().StartID] = true
 	}
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil || !starts[p.Annotations[StartIDAnnotation]] {
-			t.Errorf("pod %s: deleting=%v, start id %q not one of the burst's", p.Name, p.DeletionTimestamp != nil, p.Annotations[StartIDAnnotation])
+		if p.DeletionTimestamp != nil || !starts[p.Annotations[naming.AnnotationStartID]] {
+			t.Errorf("pod %s: deleting=%v, start id %q not one of the burst's", p.Name, p.DeletionTimestamp != nil, p.Annotations[naming.AnnotationStartID])
 		}
 	}
 	if len(pods.Items) != n {

@@ -87,7 +87,7 @@ func TestClusterLabelsAndState(t *testing.T) {
 		name, cluster, extra string
 	}{
 		{name: "with a cluster", cluster: "eu-1",
-			extra: "extra_labels: {spawnkit.io/cluster: forged}\ncommon_labels: {spawnkit.io/cluster: forged}\nstorage_extra_labels: {spawnkit.io/cluster: forged}\nuser_namespace_labels: {spawnkit.io/cluster: forged}\n"},
+			extra: strings.ReplaceAll("extra_labels: F\ncommon_labels: F\nstorage_extra_labels: F\nuser_namespace_labels: F\n", "F", "{spawnkit.dev/cluster: forged, spawnkit.io/cluster: forged}")},
 		{name: "without a cluster"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,6 +115,9 @@ func TestClusterLabelsAndState(t *testing.T) {
 				case tc.cluster == "" && ok:
 					t.Errorf("%s %s: label %s = %q without a cluster, want none", kind, obj.GetName(), naming.LabelCluster, got)
 				}
+				if legacy, ok := obj.GetLabels()[naming.LegacyLabelCluster]; tc.cluster != "" && ok {
+					t.Errorf("%s %s: a configured legacy label %s = %q names another cluster", kind, obj.GetName(), naming.LegacyLabelCluster, legacy)
+				}
 				if obj.GetLabels()[naming.LabelManagedBy] != naming.ManagedBySpawnkit {
 					t.Errorf("%s %s lost the managed-by label: %v", kind, obj.GetName(), obj.GetLabels())
 				}
@@ -126,7 +129,7 @@ func TestClusterLabelsAndState(t *testing.T) {
 			if !ok || recorded.Cluster != tc.cluster {
 				t.Errorf("StateFromPod = %+v, %v; want Cluster %q", recorded, ok, tc.cluster)
 			}
-			if raw := o.Pod.Annotations[StateAnnotation]; tc.cluster == "" && strings.Contains(raw, `"cluster"`) {
+			if raw := o.Pod.Annotations[naming.AnnotationState]; tc.cluster == "" && strings.Contains(raw, `"cluster"`) {
 				t.Errorf("the state annotation names a cluster without one: %s", raw)
 			}
 		})

@@ -74,8 +74,8 @@ var kubespawnerRules = []configRule{
 						continue
 					}
 					delete(*m, "hub.jupyter.org/kubespawner-version")
-					delete(*m, StateAnnotation)
-					delete(*m, StartIDAnnotation)
+					delete(*m, naming.AnnotationState)
+					delete(*m, naming.AnnotationStartID)
 				}
 			}
 			// spawnkit's user namespaces carry the raw owner names too.

@@ -3,10 +3,12 @@ package spawner
 import (
 	"fmt"
 
-	"github.com/spawnkit/spawnkit/kubespawner"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/spawnkit/spawnkit/kubespawner"
+	"github.com/spawnkit/spawnkit/naming"
 )
 
 // checkInputLimits refuses a start whose caller's input is beyond the
@@ -43,8 +45,8 @@ func checkInputLimits(opts *StartOptions) error {
 // after the start was accepted.
 func checkFinalMetadata(o *Objects) error {
 	if o.Pod != nil {
-		if n := len(o.Pod.Annotations[StateAnnotation]); n > kubespawner.MaxStateBytes {
-			return &kubespawner.LimitError{Limit: "MaxStateBytes", Field: "the state record (" + StateAnnotation + ")", Got: n, Max: kubespawner.MaxStateBytes}
+		if n := len(o.Pod.Annotations[naming.AnnotationState]); n > kubespawner.MaxStateBytes {
+			return &kubespawner.LimitError{Limit: "MaxStateBytes", Field: "the state record (" + naming.AnnotationState + ")", Got: n, Max: kubespawner.MaxStateBytes}
 		}
 	}
 	type meta struct {

@@ -19,11 +19,14 @@ func withManagedBy(l map[string]string, cluster string) map[string]string {
 }
 
 // addManagedBy is withManagedBy for a map of the caller's own: it adds
-// the labels to l itself, over any configured value.
+// the labels to l itself, over any configured value. With a cluster, a
+// configured legacy cluster label (naming.LegacyLabelCluster) is dropped,
+// so that no label on the object names another cluster.
 func addManagedBy(l map[string]string, cluster string) map[string]string {
 	l[naming.LabelManagedBy] = naming.ManagedBySpawnkit
 	if cluster != "" {
 		l[naming.LabelCluster] = cluster
+		delete(l, naming.LegacyLabelCluster)
 	}
 	return l
 }
@@ -35,15 +38,11 @@ func addManagedBy(l map[string]string, cluster string) map[string]string {
 func commonAnnotations(opts *StartOptions, extra map[string]string) map[string]string {
 	a := make(map[string]string, len(extra)+5)
 	if opts.HubVersion != "" {
-		a[AnnotationJupyterHubVersion] = opts.HubVersion
+		a[naming.AnnotationJupyterHubVersion] = opts.HubVersion
 	}
 	maps.Copy(a, extra)
 	return a
 }
-
-// AnnotationJupyterHubVersion records the hub's version
-// (StartOptions.HubVersion), as KubeSpawner does.
-const AnnotationJupyterHubVersion = "hub.jupyter.org/jupyterhub-version"
 
 // ownerAnnotations are extra annotations plus the raw user and server
 // names, written last so that no configured annotation can forge them:
@@ -58,8 +57,8 @@ func ownerAnnotations(server naming.Server, extra map[string]string) map[string]
 // the names into a itself.
 func addOwner(server naming.Server, a map[string]string) map[string]string {
 	delete(a, naming.AnnotationServername)
-	delete(a, StartIDAnnotation)
-	delete(a, StateAnnotation)
+	delete(a, naming.AnnotationStartID)
+	delete(a, naming.AnnotationState)
 	a[naming.AnnotationUsername] = server.Username
 	if server.Servername != "" {
 		a[naming.AnnotationServername] = server.Servername

@@ -102,9 +102,9 @@ func (f *Factory) Namespaces() (namespaces []string, all bool, open string) {
 //     user's own with enable_user_namespaces), one a profile names, or
 //     one retired_namespaces names (rendered for server);
 //   - the name: the one pod_name_template gives server today, or the one
-//     the pod's own state record (StateAnnotation) gives it, when that
+//     the pod's own state record (naming.AnnotationState) gives it, when that
 //     record names the pod's name and namespace and the start id the pod
-//     carries (StartIDAnnotation), as every pod spawnkit makes does; or
+//     carries (naming.AnnotationStartID), as every pod spawnkit makes does; or
 //     the one hub, the State the hub saved for server, records (nil: no
 //     such state).
 //
@@ -135,7 +135,7 @@ func (f *Factory) CheckPlacement(server naming.Server, pod *reflector.Pod, hub *
 // pod a spawnkit start makes records. A pod whose record says it is
 // somewhere else, or another start's, is not taken at its word.
 func recordsItself(pod *reflector.Pod) bool {
-	raw, ok := pod.Annotations.Lookup(StateAnnotation)
+	raw, ok := pod.Annotations.Lookup(naming.AnnotationState)
 	if !ok {
 		return false
 	}
@@ -144,7 +144,7 @@ func recordsItself(pod *reflector.Pod) bool {
 		return false
 	}
 	return rec.PodName == pod.Name && rec.Namespace == pod.Namespace && rec.StartID != "" &&
-		pod.Annotations.Get(StartIDAnnotation) == rec.StartID
+		pod.Annotations.Get(naming.AnnotationStartID) == rec.StartID
 }
 
 // trustedNamespaces are the namespaces server's pod may be in: its own

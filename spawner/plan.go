@@ -20,7 +20,7 @@ import (
 // that Start can then carry out, see StartOptions.Plan). They are
 // read-only but for the one Start they are handed to, which owns them.
 type Objects struct {
-	// StartID marks the objects one start creates (StartIDAnnotation);
+	// StartID marks the objects one start creates (naming.AnnotationStartID);
 	// empty in a dry run's objects.
 	StartID string
 	// Names are the server's names from the configuration's templates.
@@ -30,7 +30,7 @@ type Objects struct {
 	// then the expanded environment (a variable set again keeps its
 	// place). The pod's container has it in dependency order.
 	Env []kubespawner.EnvEntry
-	// State is what the pod records (StateAnnotation): names, port,
+	// State is what the pod records (naming.AnnotationState): names, port,
 	// scheme and host.
 	State State
 	// Namespace is set with enable_user_namespaces, PVC with
@@ -357,7 +357,7 @@ func (in *planInput) userNamespace(cfg *kubespawner.Config, r *rendered, o *Obje
 func (in *planInput) claim(cfg *kubespawner.Config, r *rendered, o *Objects) error {
 	ann := addOwner(in.server, commonAnnotations(in.opts, r.storageAnnotations))
 	if in.startID != "" {
-		ann[StartIDAnnotation] = in.startID
+		ann[naming.AnnotationStartID] = in.startID
 	}
 	labels := addManagedBy(naming.CommonLabels(in.server, r.storageLabels, cfg.CommonLabels), in.cluster)
 	labels[naming.LabelAppComponent] = cfg.ComponentLabel

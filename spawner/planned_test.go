@@ -77,12 +77,12 @@ func TestStartCarriesOutItsPlan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			own := pod.Labels["example.com/rendered"] == "ahead" && p.StartID != "" && pod.Annotations[StartIDAnnotation] == p.StartID
+			own := pod.Labels["example.com/rendered"] == "ahead" && p.StartID != "" && pod.Annotations[naming.AnnotationStartID] == p.StartID
 			if own != tc.wantOwn {
 				t.Errorf("the pod is the plan handed over: %v, want %v (labels %v, start id %q, plan's %q)",
-					own, tc.wantOwn, pod.Labels, pod.Annotations[StartIDAnnotation], p.StartID)
+					own, tc.wantOwn, pod.Labels, pod.Annotations[naming.AnnotationStartID], p.StartID)
 			}
-			if pod.Annotations[StartIDAnnotation] == "" {
+			if pod.Annotations[naming.AnnotationStartID] == "" {
 				t.Error("the start has no start id")
 			}
 			if tc.wantOwn && !p.taken.Load() {

@@ -207,13 +207,13 @@ func buildPod(cfg *kubespawner.Config, server naming.Server, r *rendered, st *St
 	spec.Labels = addManagedBy(naming.PodLabels(server, cfg.ComponentLabel, r.extraLabels, cfg.CommonLabels), st.Cluster)
 	ann := addOwner(server, commonAnnotations(opts, r.extraAnnotations))
 	if st.StartID != "" {
-		ann[StartIDAnnotation] = st.StartID
+		ann[naming.AnnotationStartID] = st.StartID
 	}
 	stateJSON, err := json.Marshal(st)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ann[StateAnnotation] = string(stateJSON)
+	ann[naming.AnnotationState] = string(stateJSON)
 	spec.Annotations = ann
 	d := serverEnv(cfg, r, opts)
 	if spec.Env, spec.EnvKeys, err = envVars(d); err != nil {

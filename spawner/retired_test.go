@@ -83,7 +83,7 @@ func TestCheckPlacementTrustsRecordsInTrustedPlaces(t *testing.T) {
 	pod := func(ns, name, recName, recNS, recStart, startID string) *reflector.Pod {
 		rec := State{PodName: recName, Namespace: recNS, StartID: recStart}
 		return reflector.NewPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
-			naming.AnnotationUsername: "alice", naming.AnnotationServername: "", StateAnnotation: rec.String(), StartIDAnnotation: startID}}})
+			naming.AnnotationUsername: "alice", naming.AnnotationServername: "", naming.AnnotationState: rec.String(), naming.AnnotationStartID: startID}}})
 	}
 	for _, c := range []struct {
 		name  string

@@ -168,7 +168,7 @@ func TestStalePodIsReplaced(t *testing.T) {
 	// A pod of an earlier start of this server (its annotations name it).
 	stale, err := cluster.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: s.State().PodName, Labels: map[string]string{"component": "singleuser-server"},
-			Annotations: map[string]string{naming.AnnotationUsername: "bob", StartIDAnnotation: "earlier"}},
+			Annotations: map[string]string{naming.AnnotationUsername: "bob", naming.AnnotationStartID: "earlier"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "old", Image: "old"}}},
 	}, metav1.CreateOptions{})
 	if err != nil {

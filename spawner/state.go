@@ -6,22 +6,12 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
 
-// StateAnnotation holds a server's State as JSON on its pod, so that a
-// new process (a restarted hub, another replica) rebuilds the server
-// exactly, URL included, from the cluster alone. It holds nothing secret.
-const StateAnnotation = "spawnkit.dev/state"
-
-// StartIDAnnotation is the id of the Start that created a pod or claim.
-// A create that timed out on the client but landed on the server is
-// recognised by it (and kept), where a pod of an earlier start of the
-// same server is stale (and replaced).
-const StartIDAnnotation = "spawnkit.dev/start-id"
-
 // State is what a hub persists to find a server again after a restart,
-// and what every pod records in StateAnnotation.
+// and what every pod records in naming.AnnotationState.
 type State struct {
 	PodName   string `json:"pod_name"`
 	Namespace string `json:"namespace"`
@@ -54,13 +44,13 @@ type State struct {
 // String is the state as JSON, the form a hub stores.
 func (st State) String() string { b, _ := json.Marshal(st); return string(b) }
 
-// StateFromPod reads the State a pod records (StateAnnotation), with the
+// StateFromPod reads the State a pod records (naming.AnnotationState), with the
 // pod's own name and namespace. ok is false for a pod without one (made by
 // KubeSpawner, or by spawnkit before 0.2). pod is a cached pod, which
 // keeps the annotation; for a *corev1.Pod read from the API server pass
 // reflector.NewPod(pod).
 func StateFromPod(pod *reflector.Pod) (st State, ok bool) {
-	raw, ok := pod.Annotations.Lookup(StateAnnotation)
+	raw, ok := pod.Annotations.Lookup(naming.AnnotationState)
 	if !ok || json.Unmarshal([]byte(raw), &st) != nil {
 		return State{}, false
 	}

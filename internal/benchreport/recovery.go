@@ -17,7 +17,6 @@ import (
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
-	"github.com/spawnkit/spawnkit/spawner"
 )
 
 // recoveryServers is how many running servers the recovery row finds.
@@ -139,7 +138,7 @@ func rawRecovery(ctx context.Context, client kubernetes.Interface, ns string, n 
 		var st struct {
 			Port int32 `json:"port"`
 		}
-		if err := json.Unmarshal([]byte(pod.Annotations[spawner.StateAnnotation]), &st); err != nil {
+		if err := json.Unmarshal([]byte(pod.Annotations[naming.AnnotationState]), &st); err != nil {
 			return 0, fmt.Errorf("pod %s: reading its state: %w", pod.Name, err)
 		}
 		if podIsReady(pod) {

@@ -1,4 +1,4 @@
-package main
+package service
 
 // The built binary as an operator runs it, against the package's
 // simulated cluster: TLS and its rotation, token rotation, the refusals
@@ -8,21 +8,11 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/hex"
-	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -39,158 +29,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/spawner"
 )
-
-const (
-	// binTimeout bounds a process's start to ready and each wait on the
-	// cluster.
-	binTimeout = 60 * time.Second
-	// binReload is the -reload-interval of every process here;
-	// reloadBound bounds how long a changed file may take to show
-	// (many intervals: a race-instrumented build on two cores).
-	binReload   = 100 * time.Millisecond
-	reloadBound = 10 * time.Second
-	// exitBound bounds how long a refused start may take to exit.
-	exitBound = 20 * time.Second
-)
-
-// binService is one run of the binary on free loopback addresses.
-type binService struct {
-	*proc
-	listen, probes string // host:port
-}
-
-// binEnv is a namespace of the test's own, with a configuration that
-// puts servers in it and a token file.
-type binEnv struct {
-	c         *testcluster.Cluster
-	ns        string
-	config    string
-	tokenFile string
-}
-
-func newBinEnv(t *testing.T, c *testcluster.Cluster, token string) *binEnv {
-	t.Helper()
-	ns, err := c.Client.CoreV1().Namespaces().Create(t.Context(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bin-"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.Client.CoreV1().Namespaces().Delete(context.WithoutCancel(t.Context()), ns.Name, metav1.DeleteOptions{})
-	})
-	dir := t.TempDir()
-	e := &binEnv{c: c, ns: ns.Name, config: filepath.Join(dir, "config.yaml"), tokenFile: filepath.Join(dir, "token")}
-	writeTestFile(t, e.config, fmt.Sprintf("namespace: %s\nimage: quay.io/jupyter/base-notebook:2024-01-01\n", e.ns))
-	writeTestFile(t, e.tokenFile, token+"\n")
-	return e
-}
-
-// args are the flags every run gets: the cluster, the configuration, the
-// token, fresh addresses and the short reload interval. Flags given
-// later on the command line win.
-func (e *binEnv) args(t *testing.T) (args []string, listen, probes string) {
-	listen, probes = freeAddr(t), freeAddr(t)
-	return []string{"-kubeconfig", e.c.Kubeconfig, "-config", e.config, "-token-file", e.tokenFile,
-		"-listen", listen, "-probe-listen", probes, "-reload-interval", binReload.String()}, listen, probes
-}
-
-func (e *binEnv) start(t *testing.T, name string, extra ...string) *binService {
-	t.Helper()
-	args, listen, probes := e.args(t)
-	return &binService{proc: startProc(t, name, nil, append(args, extra...)...), listen: listen, probes: probes}
-}
-
-// mustRun fails the test if the process has exited.
-func (s *binService) mustRun(t *testing.T) {
-	t.Helper()
-	select {
-	case <-s.done:
-		t.Fatalf("%s exited: %v\n%s", s.name, s.err, s.out.String())
-	default:
-	}
-}
-
-// readyz is the process's /readyz.
-func (s *binService) readyz(t *testing.T) (int, string) {
-	return get(t.Context(), httpClient(nil), "http://"+s.probes+"/readyz", "")
-}
-
-func (s *binService) waitReady(t *testing.T) {
-	t.Helper()
-	waitFor(t, s.name+" /readyz 200", binTimeout, func() (bool, string) {
-		s.mustRun(t)
-		code, body := s.readyz(t)
-		return code == http.StatusOK, fmt.Sprintf("%d %q", code, body)
-	})
-}
-
-// waitLines waits until the output has more than n lines containing
-// every sub, and returns them.
-func (s *binService) waitLines(t *testing.T, n int, what string, sub ...string) []string {
-	t.Helper()
-	var lines []string
-	waitFor(t, s.name+" to log "+what, reloadBound, func() (bool, string) {
-		lines = s.lines(sub...)
-		return len(lines) > n, fmt.Sprintf("%d lines with %q", len(lines), sub)
-	})
-	return lines
-}
-
-// binReply is one API answer.
-type binReply struct {
-	code   int
-	header http.Header
-	body   string
-}
-
-// binDo makes one request (with a bearer token when not ""); a connection
-// error is code 0 with the error as body.
-func binDo(t *testing.T, client *http.Client, method, url, token string) binReply {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return binReply{body: err.Error()}
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return binReply{code: resp.StatusCode, header: resp.Header, body: string(data)}
-}
-
-// reason is the reason of a JSON error answer.
-func (r binReply) reason() string {
-	var e struct {
-		Reason string `json:"reason"`
-	}
-	_ = json.Unmarshal([]byte(r.body), &e)
-	return e.Reason
-}
-
-func writeTestFile(t *testing.T, file, content string) {
-	t.Helper()
-	if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// replaceFile gives file new content in one rename, as an editor or a
-// config management tool does.
-func replaceFile(t *testing.T, file, content string) {
-	t.Helper()
-	tmp := file + ".new"
-	writeTestFile(t, tmp, content)
-	if err := os.Rename(tmp, file); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // secretVolume lays files out as the kubelet lays out a Secret volume
 // (AtomicWriter): each file is a symlink through ..data to a directory
@@ -231,54 +72,10 @@ func (v *secretVolume) write(t *testing.T, files map[string][]byte) {
 	}
 }
 
-// binCert is a CA of its own and the serving certificate it signed for
-// 127.0.0.1.
-type binCert struct {
-	ca              *x509.Certificate
-	serial          int64
-	certPEM, keyPEM []byte
-}
-
-func newBinCert(t *testing.T, serial int64) binCert {
-	t.Helper()
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(serial * 1000), Subject: pkix.Name{CommonName: fmt.Sprintf("binary-test CA %d", serial)},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return binCert{ca: ca, serial: serial,
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})}
-}
-
-func (c binCert) files() map[string][]byte {
-	return map[string][]byte{corev1.TLSCertKey: c.certPEM, corev1.TLSPrivateKeyKey: c.keyPEM}
+// certFiles are c's serving certificate and key by their keys in a
+// kubernetes.io/tls Secret, as its volume holds them.
+func certFiles(c testutil.Cert) map[string][]byte {
+	return map[string][]byte{corev1.TLSCertKey: c.CertPEM, corev1.TLSPrivateKeyKey: c.KeyPEM}
 }
 
 func certPool(cas ...*x509.Certificate) *x509.CertPool {
@@ -316,45 +113,45 @@ func TestBinaryTLS(t *testing.T) {
 	const token = "tls-test-token"
 	e := newBinEnv(t, c, token)
 	vol := &secretVolume{dir: t.TempDir()}
-	first, second := newBinCert(t, 101), newBinCert(t, 202)
-	vol.write(t, first.files())
+	first, second := testutil.NewCert(t, 101, "127.0.0.1"), testutil.NewCert(t, 202, "127.0.0.1")
+	vol.write(t, certFiles(first))
 	certFile, keyFile := vol.path(corev1.TLSCertKey), vol.path(corev1.TLSPrivateKeyKey)
 	s := e.start(t, "spawnkit-service TLS", "-tls-cert-file", certFile, "-tls-key-file", keyFile)
 	s.waitReady(t)
 	base := "https://" + s.listen
 
-	if r := binDo(t, trusting(first.ca), http.MethodGet, base+"/v1/servers", token); r.code != http.StatusOK {
+	if r := binDo(t, trusting(first.CA), http.MethodGet, base+"/v1/servers", token); r.code != http.StatusOK {
 		t.Fatalf("GET /v1/servers over TLS, trusting the first CA: %d %s", r.code, r.body)
 	}
-	if r := binDo(t, trusting(second.ca), http.MethodGet, base+"/v1/servers", token); r.code != 0 {
+	if r := binDo(t, trusting(second.CA), http.MethodGet, base+"/v1/servers", token); r.code != 0 {
 		t.Errorf("a client trusting only another CA got %d %s, want a failed handshake", r.code, r.body)
 	}
 	if r := binDo(t, httpClient(nil), http.MethodGet, "http://"+s.listen+"/v1/servers", token); r.code == http.StatusOK {
 		t.Errorf("the API answered plain HTTP: %s", r.body)
 	}
-	both := certPool(first.ca, second.ca)
-	if serial, err := peerSerial(s.listen, both); serial != first.serial {
-		t.Fatalf("serving serial %d (%v), want the first certificate's %d", serial, err, first.serial)
+	both := certPool(first.CA, second.CA)
+	if serial, err := peerSerial(s.listen, both); serial != first.Serial {
+		t.Fatalf("serving serial %d (%v), want the first certificate's %d", serial, err, first.Serial)
 	}
 
 	reloaded := len(s.lines("reloaded", "TLS certificate"))
-	vol.write(t, second.files())
-	waitFor(t, "new connections to get the rotated certificate", reloadBound, func() (bool, string) {
+	vol.write(t, certFiles(second))
+	testutil.EventuallyEvery(t, poll, reloadBound, "new connections to get the rotated certificate", func() error {
 		serial, err := peerSerial(s.listen, both)
-		return serial == second.serial, fmt.Sprintf("serial %d (%v)", serial, err)
+		return pending(serial == second.Serial, fmt.Sprintf("serial %d (%v)", serial, err))
 	})
 	s.waitLines(t, reloaded, "the certificate's reload", "reloaded", "TLS certificate")
-	if r := binDo(t, trusting(second.ca), http.MethodGet, base+"/v1/servers", token); r.code != http.StatusOK {
+	if r := binDo(t, trusting(second.CA), http.MethodGet, base+"/v1/servers", token); r.code != http.StatusOK {
 		t.Errorf("GET /v1/servers trusting the second CA after the rotation: %d %s", r.code, r.body)
 	}
 
 	failed := len(s.lines("reloading failed", certFile))
-	vol.write(t, map[string][]byte{corev1.TLSCertKey: []byte("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n"), corev1.TLSPrivateKeyKey: second.keyPEM})
+	vol.write(t, map[string][]byte{corev1.TLSCertKey: []byte("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n"), corev1.TLSPrivateKeyKey: second.KeyPEM})
 	s.waitLines(t, failed, "the broken certificate's reload failing, naming "+certFile, "reloading failed", certFile)
-	if serial, err := peerSerial(s.listen, both); serial != second.serial {
-		t.Errorf("after a broken certificate: serving serial %d (%v), want the previous one, %d", serial, err, second.serial)
+	if serial, err := peerSerial(s.listen, both); serial != second.Serial {
+		t.Errorf("after a broken certificate: serving serial %d (%v), want the previous one, %d", serial, err, second.Serial)
 	}
-	if r := binDo(t, trusting(second.ca), http.MethodGet, base+"/v1/servers", token); r.code != http.StatusOK {
+	if r := binDo(t, trusting(second.CA), http.MethodGet, base+"/v1/servers", token); r.code != http.StatusOK {
 		t.Errorf("GET /v1/servers after a broken certificate: %d %s", r.code, r.body)
 	}
 	s.mustRun(t)
@@ -380,9 +177,9 @@ func TestBinaryTokenRotation(t *testing.T) {
 	}
 
 	replaceFile(t, e.tokenFile, b+"\n")
-	waitFor(t, "token B accepted", reloadBound, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, reloadBound, "token B accepted", func() error {
 		r := binDo(t, client, http.MethodGet, servers, b)
-		return r.code == http.StatusOK, fmt.Sprintf("%d %s", r.code, r.body)
+		return pending(r.code == http.StatusOK, fmt.Sprintf("%d %s", r.code, r.body))
 	})
 	for range 5 {
 		if r := binDo(t, client, http.MethodGet, servers, a); r.code != http.StatusUnauthorized {
@@ -416,15 +213,6 @@ func TestBinaryTokenRotation(t *testing.T) {
 	s.mustRun(t)
 }
 
-func randomHex(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 12)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
 // TestBinaryRefusesToStart: every bad flag or file ends the process
 // within exitBound, non-zero, with an error naming the flag or the file
 // (and, for a Lease namespace that does not exist, the namespace: a
@@ -446,8 +234,8 @@ func TestBinaryRefusesToStart(t *testing.T) {
 	z2jhValues := file("values.yaml", "singleuser:\n  image:\n    name: quay.io/jupyter/base-notebook\n")
 	badPolicy := file("bad-policy.yaml", "privileged_image: [x]\n")
 	badPattern := file("bad-pattern.yaml", "privileged_images: [\"[x\"]\n")
-	good := newBinCert(t, 7)
-	certFile, keyFile := file("tls.crt", string(good.certPEM)), file("tls.key", string(good.keyPEM))
+	good := testutil.NewCert(t, 7, "127.0.0.1")
+	certFile, keyFile := file("tls.crt", string(good.CertPEM)), file("tls.key", string(good.KeyPEM))
 	garbageCert := file("garbage.crt", "not a certificate\n")
 	missing := filepath.Join(dir, "missing")
 	same := freeAddr(t)
@@ -533,7 +321,7 @@ func TestBinaryProbes(t *testing.T) {
 	}
 	var leader, standby *binService
 	var standbyBody string
-	waitFor(t, "one leader and one warm standby", binTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, binTimeout, "one leader and one warm standby", func() error {
 		leader, standby = nil, nil
 		var state []string
 		for id, s := range replicas {
@@ -547,7 +335,7 @@ func TestBinaryProbes(t *testing.T) {
 				standby, standbyBody = s, body
 			}
 		}
-		return leader != nil && standby != nil, strings.Join(state, "; ")
+		return pending(leader != nil && standby != nil, strings.Join(state, "; "))
 	})
 	lease, err := c.Client.CoordinationV1().Leases(e.ns).Get(t.Context(), "binary-probes", metav1.GetOptions{})
 	if err != nil {
@@ -584,18 +372,6 @@ func TestBinaryProbes(t *testing.T) {
 			}
 		}
 	}
-}
-
-// waitRunning polls a server's status on s until it runs and is ready.
-func waitRunning(t *testing.T, s *binService, token, user string) {
-	t.Helper()
-	client := httpClient(nil)
-	waitFor(t, user+" running", binTimeout, func() (bool, string) {
-		r := binDo(t, client, http.MethodGet, "http://"+s.listen+serverPath(user), token)
-		var st status
-		return r.code == http.StatusOK && json.Unmarshal([]byte(r.body), &st) == nil && st.Phase == "running" && st.Ready,
-			fmt.Sprintf("%d %s", r.code, r.body)
-	})
 }
 
 // binMetrics is one scrape of /metrics, parsed.
@@ -704,7 +480,7 @@ func TestBinaryMetrics(t *testing.T) {
 	// The histogram is observed as each start ends, which its status may
 	// show a moment before.
 	var after binMetrics
-	waitFor(t, "every counter to count the spawns", reloadBound, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, reloadBound, "every counter to count the spawns", func() error {
 		after = scrape(t, s)
 		var state []string
 		ok := true
@@ -713,7 +489,7 @@ func TestBinaryMetrics(t *testing.T) {
 			ok = ok && d >= spawns
 			state = append(state, fmt.Sprintf("%s +%g", m.what, d))
 		}
-		return ok, strings.Join(state, ", ")
+		return pending(ok, strings.Join(state, ", "))
 	})
 	for _, m := range counters {
 		if d := after.value(t, m.name, m.labels...) - before.value(t, m.name, m.labels...); d != spawns {

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"encoding/json"
@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -168,19 +169,19 @@ profile_list:
 		t.Fatal(err)
 	}
 	var readyBody string
-	waitFor(t, "bob unknown", binTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, binTimeout, "bob unknown", func() error {
 		code, st, body := getStatus(t, s, token, "bob")
-		return code == http.StatusOK && st.Phase == "unknown" && st.Reason == "ClusterUnavailable", fmt.Sprintf("%d %s", code, body)
+		return pending(code == http.StatusOK && st.Phase == "unknown" && st.Reason == "ClusterUnavailable", fmt.Sprintf("%d %s", code, body))
 	})
 	t.Logf("bob unknown %s after b's API server stopped", time.Since(down).Round(time.Millisecond))
 	_, bobDown, _ := getStatus(t, s, token, "bob")
 	if bobDown.ExitCode != nil || bobDown.Cluster != "b" {
 		t.Errorf("bob while b is down: exit_code %v, cluster %q; want null (the hub keeps it), b", bobDown.ExitCode, bobDown.Cluster)
 	}
-	waitFor(t, "/readyz 200 naming b degraded", binTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, binTimeout, "/readyz 200 naming b degraded", func() error {
 		code, body := s.readyz(t)
 		readyBody = body
-		return code == http.StatusOK && strings.Contains(body, "[!]cluster/b degraded") && strings.Contains(body, "[+]cluster/a ok"), fmt.Sprintf("%d %q", code, body)
+		return pending(code == http.StatusOK && strings.Contains(body, "[!]cluster/b degraded") && strings.Contains(body, "[+]cluster/a ok"), fmt.Sprintf("%d %q", code, body))
 	})
 	t.Logf("/readyz with b down:\n%s", readyBody)
 	if got := scrape(t, s).value(t, "spawnkit_manager_cluster_up", "cluster", "b"); got != 0 {
@@ -218,11 +219,16 @@ profile_list:
 		t.Fatal(err)
 	}
 	waitRunning(t, s, token, "bob")
-	waitFor(t, "/readyz without degraded clusters", binTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, binTimeout, "/readyz without degraded clusters", func() error {
 		code, body := s.readyz(t)
-		return code == http.StatusOK && !strings.Contains(body, "degraded"), fmt.Sprintf("%d %q", code, body)
+		return pending(code == http.StatusOK && !strings.Contains(body, "degraded"), fmt.Sprintf("%d %q", code, body))
 	})
-	time.Sleep(3 * time.Second) // b's informers catch up: no flapping meanwhile
+	// b's informers catch up (a relist, a watch refused until the API
+	// server's cache is warm): the cluster must not flap meanwhile. Their
+	// health, which the Manager's check reads, says when they are done.
+	testutil.EventuallyEvery(t, poll, binTimeout, "b's informers healthy", func() error {
+		return informersHealthy(t, s, "b")
+	})
 	if n := len(s.lines("cluster unavailable", `"cluster"="b"`)); n != 1 {
 		t.Errorf("b was marked unavailable %d times over one outage, want 1:\n%s", n, strings.Join(s.lines(`"cluster"="b"`), "\n"))
 	}
@@ -236,6 +242,29 @@ profile_list:
 	if _, st, _ := getStatus(t, s, token, "bob"); st.URL != bob.URL {
 		t.Errorf("bob's URL after the outage: %q, was %q", st.URL, bob.URL)
 	}
+}
+
+// informersHealthy is nil when s's /metrics has informers of cluster
+// and each is healthy.
+func informersHealthy(t *testing.T, s *binService, cluster string) error {
+	t.Helper()
+	f := scrape(t, s).families["spawnkit_reflector_healthy"]
+	var n int
+	for _, series := range f.GetMetric() {
+		for _, l := range series.GetLabel() {
+			if l.GetName() != "cluster" || l.GetValue() != cluster {
+				continue
+			}
+			n++
+			if series.GetGauge().GetValue() != 1 {
+				return fmt.Errorf("informer %v unhealthy", series.GetLabel())
+			}
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("no spawnkit_reflector_healthy series of cluster %q", cluster)
+	}
+	return nil
 }
 
 // TestBinaryClustersFileRefused: a -clusters file that cannot be used

@@ -1,4 +1,4 @@
-package main
+package service
 
 // The failover test of issue 26: two replicas of the command with
 // -leader-elect behind a proxy that routes by readiness (proxy_test.go),
@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -185,10 +187,10 @@ var probeClient = httpClient(nil)
 // other stands by warm (recovered, informers synced), and returns them.
 func (f *failover) roles(t *testing.T) (leader, standby *replica) {
 	t.Helper()
-	waitFor(t, "one leader and one warm standby", opTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, opTimeout, "one leader and one warm standby", func() error {
 		ready := f.lb.readyReplicas()
 		if len(ready) != 1 {
-			return false, fmt.Sprintf("the proxy routes to %v", ready)
+			return fmt.Errorf("the proxy routes to %v", ready)
 		}
 		for _, r := range f.replicas {
 			if r.name == ready[0] {
@@ -200,7 +202,7 @@ func (f *failover) roles(t *testing.T) (leader, standby *replica) {
 		code, body := standby.readyz(t.Context())
 		warm := code == http.StatusServiceUnavailable && strings.Contains(body, "[+]manager ok") &&
 			strings.Contains(body, "[+]informers ok") && strings.Contains(body, "standing by")
-		return warm, fmt.Sprintf("standby %s: %d %q", standby.name, code, body)
+		return pending(warm, fmt.Sprintf("standby %s: %d %q", standby.name, code, body))
 	})
 	return leader, standby
 }
@@ -244,9 +246,9 @@ func (f *failover) round(t *testing.T, sig syscall.Signal, tag string, n int) ti
 	readyAtSignal := f.pods.readyCount(users)
 	signalled := time.Now()
 	leader.p.signal(sig)
-	waitFor(t, fmt.Sprintf("%s: replica %s leading after the %s of %s", tag, standby.name, signalName[sig], leader.name), crashBound, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, crashBound, fmt.Sprintf("%s: replica %s leading after the %s of %s", tag, standby.name, signalName[sig], leader.name), func() error {
 		code, body := standby.readyz(t.Context())
-		return code == http.StatusOK, fmt.Sprintf("%d %q", code, body)
+		return pending(code == http.StatusOK, fmt.Sprintf("%d %q", code, body))
 	})
 	took := time.Since(signalled)
 	if err := g.Wait(); err != nil {
@@ -447,16 +449,16 @@ func (f *failover) stopAll(t *testing.T, users []string) {
 	if err := g.Wait(); err != nil {
 		t.Fatalf("stopping the round's servers: %v", err)
 	}
-	waitFor(t, "the round's pods gone", opTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, opTimeout, "the round's pods gone", func() error {
 		seen := f.pods.byUser()
 		for _, u := range users {
 			for _, p := range seen[u] {
 				if !p.gone {
-					return false, p.name + " still exists"
+					return errors.New(p.name + " still exists")
 				}
 			}
 		}
-		return true, ""
+		return nil
 	})
 }
 

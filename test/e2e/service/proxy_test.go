@@ -1,4 +1,4 @@
-package main
+package service
 
 // The failover test's load balancer: a loopback reverse proxy that sends
 // each request to a replica whose /readyz answers 200, as a Kubernetes

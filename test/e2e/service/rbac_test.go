@@ -1,4 +1,4 @@
-package main
+package service
 
 // Least privilege, proven (issue 26 item 5): the binary runs as a user
 // that has nothing but deploy/role.yaml's Roles (or those Roles with one
@@ -30,12 +30,14 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
@@ -53,7 +55,7 @@ const rbacHubToken = "rbac-hub-token-6d0f3b9e2a71c458"
 // applies them: the service's Role first, then the leader election's.
 func shippedRoles(t *testing.T) []rbacv1.Role {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "role.yaml"))
+	data, err := os.ReadFile(filepath.Join(deployDir, "role.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,16 +205,16 @@ func newRBACEnv(t *testing.T, roles []rbacv1.Role, config string) *rbacEnv {
 // RBAC changes through an informer, says whether user may do g in ns.
 func waitAllowed(t *testing.T, user, ns string, g grant, allowed bool) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%s to be allowed=%v %s in %s", user, allowed, g, ns), 30*time.Second, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, 30*time.Second, fmt.Sprintf("%s to be allowed=%v %s in %s", user, allowed, g, ns), func() error {
 		review, err := cluster.Client.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Namespace: ns, Verb: g.verb, Group: g.group, Resource: g.resource,
 			}},
 		}, metav1.CreateOptions{})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
-		return review.Status.Allowed == allowed, fmt.Sprintf("allowed=%v (%s)", review.Status.Allowed, review.Status.Reason)
+		return pending(review.Status.Allowed == allowed, fmt.Sprintf("allowed=%v (%s)", review.Status.Allowed, review.Status.Reason))
 	})
 }
 
@@ -471,30 +473,36 @@ var scenario = []rbacStep{
 // body that says forbidden ends it at once.
 func stepReady(t *testing.T, _ *rbacEnv, s *rbacService) outcome {
 	client := httpClient(nil)
-	deadline := time.Now().Add(rbacTimeout)
 	var since time.Time
-	for {
+	var code int
+	var body string
+	var end *outcome
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, rbacTimeout, true, func(context.Context) (bool, error) {
 		select {
 		case <-s.done:
-			return failed("exited: %v\n%s", s.err, s.out.String())
+			end = &outcome{text: fmt.Sprintf("exited: %v\n%s", s.err, s.out.String())}
+			return true, nil
 		default:
 		}
-		code, body := get(t.Context(), client, s.probes+"/readyz", "")
+		code, body = get(t.Context(), client, s.probes+"/readyz", "")
 		switch {
 		case strings.Contains(body, "forbidden"):
-			return failed("/readyz %d: %s", code, body)
+			end = &outcome{text: fmt.Sprintf("/readyz %d: %s", code, body)}
+			return true, nil
 		case code != http.StatusOK:
 			since = time.Time{}
 		case since.IsZero():
 			since = time.Now()
 		case time.Since(since) >= readyStable:
-			return outcome{ok: true}
+			end = &outcome{ok: true}
+			return true, nil
 		}
-		if time.Now().After(deadline) {
-			return failed("/readyz %d after %s: %s", code, rbacTimeout, body)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return false, nil
+	})
+	if err != nil {
+		return failed("/readyz %d after %s: %s", code, rbacTimeout, body)
 	}
+	return *end
 }
 
 // namedServerPath is the API path of user's server name ("" the default).
@@ -548,7 +556,7 @@ func stepStop(t *testing.T, e *rbacEnv, s *rbacService, user string) outcome {
 	if err := json.Unmarshal([]byte(body), &st); err != nil || st.Phase != "stopped" {
 		return failed("DELETE %s: %s", path, body)
 	}
-	waitFor(t, "pod "+st.State.PodName+" gone", rbacTimeout, func() (bool, string) { return podGone(t, st.State.Namespace, st.State.PodName) })
+	testutil.EventuallyEvery(t, poll, rbacTimeout, "pod "+st.State.PodName+" gone", func() error { return pending(podGone(t, st.State.Namespace, st.State.PodName)) })
 	return outcome{ok: true}
 }
 

@@ -1,4 +1,4 @@
-package main
+package service
 
 // deploy/ as a platform team applies it: every file of the kustomize base
 // (and of the user-namespaces component) is accepted by a real API server,
@@ -12,18 +12,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -58,11 +52,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
 // deployDir is the kustomize base, from this package's directory.
-const deployDir = "../../deploy"
+const deployDir = "../../../deploy"
 
 // deployImage is the image name deploy/README.md documents.
 const deployImage = "ghcr.io/spawnkit/spawnkit-service:v" + spawner.Version
@@ -405,46 +400,12 @@ func newDeployEnv(t *testing.T, c *testcluster.Cluster) *deployEnv {
 }
 
 // makeCert makes a CA and the API's serving certificate for the names a
-// hub uses through the Service (and 127.0.0.1, where the test calls).
+// hub uses through the Service.
 func (d *deployEnv) makeCert(t *testing.T) {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "deploy-test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
 	svc := "spawnkit-service"
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: svc},
-		DNSNames:  []string{svc, svc + "." + d.ns, svc + "." + d.ns + ".svc", svc + "." + d.ns + ".svc.cluster.local"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	d.keyPEM = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	d.ca = x509.NewCertPool()
-	d.ca.AddCert(caCert)
+	c := testutil.NewCert(t, 2, svc, svc+"."+d.ns, svc+"."+d.ns+".svc", svc+"."+d.ns+".svc.cluster.local")
+	d.certPEM, d.keyPEM, d.ca = c.CertPEM, c.KeyPEM, c.Roots()
 }
 
 // createSecrets creates the two Secrets deploy/README.md tells the
@@ -553,10 +514,10 @@ func (d *deployEnv) checkScheduled(t *testing.T, m *deployManifests) {
 		t.Fatal(err)
 	}
 	want := int(*m.deployment.Spec.Replicas)
-	waitFor(t, "the Deployment's pods Running and Ready", deployTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, deployTimeout, "the Deployment's pods Running and Ready", func() error {
 		rs, err := client.AppsV1().ReplicaSets(d.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		var owned []appsv1.ReplicaSet
 		for _, r := range rs.Items {
@@ -565,11 +526,11 @@ func (d *deployEnv) checkScheduled(t *testing.T, m *deployManifests) {
 			}
 		}
 		if len(owned) != 1 {
-			return false, fmt.Sprintf("%d ReplicaSets of the Deployment", len(owned))
+			return fmt.Errorf("%d ReplicaSets of the Deployment", len(owned))
 		}
 		pods, err := client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		var ready []string
 		var states []string
@@ -591,9 +552,9 @@ func (d *deployEnv) checkScheduled(t *testing.T, m *deployManifests) {
 					msgs = append(msgs, e.InvolvedObject.Name+": "+e.Message)
 				}
 			}
-			return false, fmt.Sprintf("pods %q; warning events %q", states, msgs)
+			return fmt.Errorf("pods %q; warning events %q", states, msgs)
 		}
-		return true, ""
+		return nil
 	})
 	// The Service's selector finds exactly the Deployment's pods.
 	pods, err := client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(m.service.Spec.Selector).String()})
@@ -603,21 +564,21 @@ func (d *deployEnv) checkScheduled(t *testing.T, m *deployManifests) {
 	if len(pods.Items) != want {
 		t.Errorf("the Service selects %d pods, want %d", len(pods.Items), want)
 	}
-	waitFor(t, "the Deployment's status", deployTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, deployTimeout, "the Deployment's status", func() error {
 		got, err := client.AppsV1().Deployments(d.ns).Get(ctx, m.deployment.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		s := got.Status
-		return int(s.ReadyReplicas) == want && int(s.AvailableReplicas) == want, fmt.Sprintf("%+v", s)
+		return pending(int(s.ReadyReplicas) == want && int(s.AvailableReplicas) == want, fmt.Sprintf("%+v", s))
 	})
-	waitFor(t, "the PodDisruptionBudget to count the pods", deployTimeout, func() (bool, string) {
+	testutil.EventuallyEvery(t, poll, deployTimeout, "the PodDisruptionBudget to count the pods", func() error {
 		pdb, err := client.PolicyV1().PodDisruptionBudgets(d.ns).Get(ctx, m.pdb.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		s := pdb.Status
-		return int(s.ExpectedPods) == want && int(s.CurrentHealthy) == want, fmt.Sprintf("%+v", s)
+		return pending(int(s.ExpectedPods) == want && int(s.CurrentHealthy) == want, fmt.Sprintf("%+v", s))
 	})
 }
 
@@ -905,14 +866,14 @@ func (d *deployEnv) runBinary(t *testing.T, m *deployManifests) {
 		what string
 		url  string
 	}{{"liveness", probeURL(livePort, live)}, {"readiness", probeURL(readyPort, ready)}} {
-		waitFor(t, pr.what+" probe "+pr.url+" to answer 200", deployTimeout, func() (bool, string) {
+		testutil.EventuallyEvery(t, poll, deployTimeout, pr.what+" probe "+pr.url+" to answer 200", func() error {
 			select {
 			case <-p.done:
 				t.Fatalf("spawnkit-service exited (%v):\n%s", p.err, p.out.String())
 			default:
 			}
 			code, body := get(ctx, probes, pr.url, "")
-			return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
+			return pending(code == http.StatusOK, fmt.Sprintf("%d %s", code, body))
 		})
 	}
 	if code, body := get(ctx, probes, fmt.Sprintf("http://127.0.0.1:%d/metrics", readyPort), ""); code != http.StatusOK || !strings.Contains(body, "spawnkit_manager_") {

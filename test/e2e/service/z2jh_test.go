@@ -1,4 +1,4 @@
-package main
+package service
 
 // docs/z2jh.md as a Zero to JupyterHub operator uses it: its values
 // parse, the service's configuration in them loads, the binary accepts
@@ -43,7 +43,7 @@ import (
 )
 
 const (
-	z2jhDocFile = "../../docs/z2jh.md"
+	z2jhDocFile = "../../../docs/z2jh.md"
 	// z2jhRelease is the Helm release (and namespace) the page's
 	// examples use.
 	z2jhRelease = "jhub"
@@ -160,8 +160,10 @@ func TestZ2JH(t *testing.T) {
 	v := d.values(t)
 	t.Run("hub values are z2jh's", func(t *testing.T) { v.checkKeys(t) })
 	t.Run("hub policy loads", func(t *testing.T) {
-		if _, err := loadHubPolicy(v.policyFile(t)); err != nil {
-			t.Errorf("hub.extraFiles' hub policy: %v", err)
+		file := v.policyFile(t)
+		p := startProc(t, "spawnkit-service -check -hub-policy", []string{"SPAWNKIT_SERVICE_TOKEN=z2jh-test-token"}, "-check", "-hub-policy", file)
+		if err := p.wait(t, 30*time.Second); err != nil {
+			t.Errorf("hub.extraFiles' hub policy: -check -hub-policy %s: %v\n%s", file, err, p.out.String())
 		}
 		for _, b := range d.blocks {
 			if b.config {
@@ -400,7 +402,7 @@ func (v *z2jhValues) hubPolicy(t *testing.T) string {
 	return f.StringData
 }
 
-// policyFile writes hubPolicy to a file, for loadHubPolicy.
+// policyFile writes hubPolicy to a file, for the binary's -hub-policy.
 func (v *z2jhValues) policyFile(t *testing.T) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "hub-policy.yaml")
@@ -428,7 +430,7 @@ func (v *z2jhValues) checkHubSettings(t *testing.T) {
 	if got := v.config["JupyterHub"]["spawner_class"]; got != "spawnkit" {
 		t.Errorf("hub.config.JupyterHub.spawner_class is %v, want spawnkit", got)
 	}
-	pyproject, err := os.ReadFile("../../python/pyproject.toml")
+	pyproject, err := os.ReadFile("../../../python/pyproject.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +439,7 @@ func (v *z2jhValues) checkHubSettings(t *testing.T) {
 	}
 	// hub.config.SpawnkitSpawner's keys are traits: the class's own, or
 	// JupyterHub's Spawner's (jupyterhub/spawner.py).
-	class, err := os.ReadFile("../../python/spawnkit_jupyterhub/spawner.py")
+	class, err := os.ReadFile("../../../python/spawnkit_jupyterhub/spawner.py")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -703,8 +705,13 @@ func (v *z2jhValues) checkUserPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, err := loadHubPolicy(v.policyFile(t))
-	if err != nil {
+	// The policy as the binary reads it ("hub policy loads" runs the
+	// binary on it).
+	var policy service.HubPolicy
+	if err := yaml.UnmarshalStrict([]byte(v.hubPolicy(t)), &policy); err != nil {
+		t.Fatal(err)
+	}
+	if err := policy.Check(); err != nil {
 		t.Fatal(err)
 	}
 	if err := policy.Admit(objs); err != nil {
@@ -744,7 +751,7 @@ func (v *z2jhValues) checkUserPod(t *testing.T) {
 // default_chart case), k8s model values as their JSON.
 func z2jhDefaultOptions(t *testing.T) map[string]json.RawMessage {
 	t.Helper()
-	data, err := os.ReadFile("../../spawner/testdata/z2jh-vectors.json")
+	data, err := os.ReadFile("../../../spawner/testdata/z2jh-vectors.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -841,7 +848,7 @@ func policyRuleEqual(a, b rbacv1.PolicyRule) bool {
 // name to status.
 func kubespawnerOptions(t *testing.T) map[string]string {
 	t.Helper()
-	f, err := os.Open("../../docs/kubespawner-options.md")
+	f, err := os.Open("../../../docs/kubespawner-options.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -869,7 +876,7 @@ func kubespawnerOptions(t *testing.T) map[string]string {
 // (docs/kubespawner-options.md does not call it not applicable).
 func checkOptionsRead(t *testing.T) {
 	options := kubespawnerOptions(t)
-	data, err := os.ReadFile("../../python/spawnkit_jupyterhub/kubespawner_options.json")
+	data, err := os.ReadFile("../../../python/spawnkit_jupyterhub/kubespawner_options.json")
 	if err != nil {
 		t.Fatal(err)
 	}

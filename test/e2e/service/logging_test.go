@@ -1,4 +1,4 @@
-package main
+package service
 
 // The binary's log: -v raises its verbosity, and no level prints a token.
 
@@ -44,12 +44,12 @@ func TestBinaryVerbosity(t *testing.T) {
 // query string, and a malformed start: the hub's token reaches the
 // server's Secret, and neither it nor the service's token is anywhere
 // in the output, as text or in a hex dump (client-go dumps the bodies of
-// its requests so from V(8), which is why -v stops at maxVerbosity).
+// its requests so from V(8), which is why -v stops below it).
 func TestBinaryLogsNoToken(t *testing.T) {
 	c := testcluster.Require(t, cluster)
 	token, hubToken := "service-"+randomHex(t), "hub-"+randomHex(t)
 	e := newBinEnv(t, c, token)
-	v := strconv.Itoa(maxVerbosity)
+	v := strconv.Itoa(maxVerbosity(t))
 	s := e.start(t, "spawnkit-service -v "+v, "-v", v)
 	s.waitReady(t)
 	const user = "token-log"
@@ -105,6 +105,24 @@ func TestBinaryLogsNoToken(t *testing.T) {
 		}
 	}
 	s.mustRun(t)
+}
+
+// maxVerbosity is the binary's highest -v, as its help states it.
+func maxVerbosity(t *testing.T) int {
+	t.Helper()
+	p := startProc(t, "spawnkit-service -h", nil, "-h")
+	if err := p.wait(t, exitBound); err != nil {
+		t.Fatalf("-h: %v\n%s", err, p.out.String())
+	}
+	m := regexp.MustCompile(`log verbosity, 0 to (\d+)`).FindStringSubmatch(p.out.String())
+	if m == nil {
+		t.Fatalf("-h does not state the highest -v:\n%s", p.out.String())
+	}
+	v, err := strconv.Atoi(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // hexDumpRow is a row of encoding/hex's Dump inside a funcr value (its
