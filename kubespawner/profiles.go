@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -264,4 +266,41 @@ func checkProfiles(profiles []Profile) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// OverrideNamespaces are the namespaces a profile override can put a
+// server in (kubespawner_override "namespace", a literal in KubeSpawner,
+// never expanded), from the static profile list or, with
+// ProfileListFunc, as ProfileNamespaces declares them. open names the
+// first unlisted choice whose override makes the namespace the user's
+// typed value: no list can hold those.
+func (c *Config) OverrideNamespaces() (namespaces []string, open string) {
+	if c.ProfileListFunc != nil {
+		return slices.Clone(c.ProfileNamespaces), ""
+	}
+	add := func(o map[string]any) {
+		// A name no namespace can have is refused when the profile is
+		// chosen (its objects cannot be made); it is never watched.
+		if ns, ok := o["namespace"].(string); ok && len(validation.IsDNS1123Label(ns)) == 0 && !slices.Contains(namespaces, ns) {
+			namespaces = append(namespaces, ns)
+		}
+	}
+	for _, p := range c.ProfileList {
+		add(p.KubeSpawnerOverride)
+		for _, opt := range p.ProfileOptions {
+			for _, ch := range opt.Choices {
+				add(ch.KubeSpawnerOverride)
+			}
+			if u := opt.UnlistedChoice; u != nil && u.Enabled {
+				if ns, ok := u.KubeSpawnerOverride["namespace"].(string); ok && strings.Contains(ns, "{value}") {
+					if open == "" {
+						open = fmt.Sprintf("profile %q, option %q", p.Slug, opt.Name)
+					}
+					continue
+				}
+				add(u.KubeSpawnerOverride)
+			}
+		}
+	}
+	return namespaces, open
 }

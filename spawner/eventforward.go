@@ -59,13 +59,13 @@ func (fw *eventForwarder) forward(e *corev1.Event) {
 // event_message_rules, then the EventMessage hook; nil when neither is
 // set.
 func (s *Spawner) eventShaper(cfg *kubespawner.Config) func(*corev1.Event) (string, bool) {
-	rules := compileEventRules(cfg.EventMessageRules)
+	rules := kubespawner.CompileEventRules(cfg.EventMessageRules)
 	hook := s.b.hooks.EventMessage
 	if len(rules) == 0 && hook == nil {
 		return nil
 	}
 	return func(e *corev1.Event) (string, bool) {
-		message, keep := rules.message(e.Reason, e.Message)
+		message, keep := rules.Message(e.Reason, e.Message)
 		if keep && hook != nil {
 			message, keep = hook(s, e, message)
 		}

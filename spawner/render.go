@@ -215,8 +215,8 @@ func buildPod(cfg *kubespawner.Config, server naming.Server, r *rendered, st *St
 	}
 	ann[naming.AnnotationState] = string(stateJSON)
 	spec.Annotations = ann
-	d := serverEnv(cfg, r, opts)
-	if spec.Env, spec.EnvKeys, err = envVars(d); err != nil {
+	d := cfg.Env(opts.Env, r.environment)
+	if spec.Env, spec.EnvKeys, err = kubespawner.EnvVars(d); err != nil {
 		return nil, nil, nil, err
 	}
 	secretEnv := moveToSecret(spec.Env, cfg.SecretEnv, EnvSecretName(st.PodName))
@@ -236,7 +236,7 @@ func buildPod(cfg *kubespawner.Config, server naming.Server, r *rendered, st *St
 		return nil, nil, nil, err
 	}
 	pod.Namespace = st.Namespace
-	return pod, []kubespawner.EnvEntry(d), secretEnv, nil
+	return pod, d, secretEnv, nil
 }
 
 func expandMap(m map[string]string, fields naming.Fields, syntax naming.Syntax) (map[string]string, error) {

@@ -176,7 +176,7 @@ func NewFactory(opts Options) (*Factory, error) {
 		return nil, fmt.Errorf("spawner: %w", err)
 	}
 	f := &Factory{client: opts.Client, registry: opts.Registry, cfg: cfg, namer: namer, hooks: opts.Hooks, clock: opts.Clock, cluster: opts.Cluster}
-	f.profileNS, f.openNS = profileNamespaces(&cfg)
+	f.profileNS, f.openNS = cfg.OverrideNamespaces()
 	if err := f.setRetired(); err != nil {
 		return nil, err
 	}
