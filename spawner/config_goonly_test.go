@@ -5,9 +5,10 @@ import (
 	"slices"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
-	"k8s.io/utils/ptr"
 )
 
 // TestPlanKeepsIDFuncsWithProfiles: a start that applies a profile keeps
