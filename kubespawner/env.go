@@ -178,7 +178,7 @@ func EnvVars(d []EnvEntry) ([]corev1.EnvVar, []string, error) {
 			dec := json.NewDecoder(bytes.NewReader(b))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&ev); err != nil {
-				return nil, nil, fmt.Errorf("spawner: environment: %s: %w", e.Name, err)
+				return nil, nil, fmt.Errorf("kubespawner: environment: %s: %w", e.Name, err)
 			}
 			if ev.Name == "" {
 				ev.Name = e.Name
@@ -191,7 +191,7 @@ func EnvVars(d []EnvEntry) ([]corev1.EnvVar, []string, error) {
 		keys = append(keys, e.Name)
 	}
 	if len(bad) > 0 {
-		return nil, nil, fmt.Errorf("spawner: environment: %s", strings.Join(bad, "; "))
+		return nil, nil, fmt.Errorf("kubespawner: environment: %s", strings.Join(bad, "; "))
 	}
 	return out, keys, nil
 }

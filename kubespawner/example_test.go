@@ -114,8 +114,8 @@ func ExampleConfig_Resolve() {
 	// gpu: quay.io/jupyter/pytorch-notebook:cuda12-2024-01-01 cpu=4 mem=17179869184 gpus=1 nodes=map[accelerator:nvidia pool:users]
 	// gpu, tensorflow: quay.io/jupyter/tensorflow-notebook:cuda-2024-01-01 cpu=4 mem=17179869184 gpus=1 nodes=map[accelerator:nvidia pool:users]
 	// gpu, own image: quay.io/jupyter/julia-notebook:2024-01-01 cpu=4 mem=17179869184 gpus=1 nodes=map[accelerator:nvidia pool:users]
-	// gpu, busybox: spawner: unlisted choice "docker.io/library/busybox" for image rejected: it does not match ^quay\.io/jupyter/.+$
-	// huge: spawner: no such profile: huge; options include: small, gpu
+	// gpu, busybox: kubespawner: unlisted choice "docker.io/library/busybox" for image rejected: it does not match ^quay\.io/jupyter/.+$
+	// huge: kubespawner: no such profile: huge; options include: small, gpu
 }
 
 // A misspelt option is refused at load with its line and the option
@@ -123,5 +123,5 @@ func ExampleConfig_Resolve() {
 func ExampleLoad_misspeltOption() {
 	_, err := kubespawner.Load([]byte("image: quay.io/jupyter/base-notebook\nmem_gurantee: 1G\n"))
 	fmt.Println(err)
-	// Output: spawner: config: line 2: mem_gurantee: unknown option "mem_gurantee": did you mean "mem_guarantee"? (docs/kubespawner-options.md lists every option)
+	// Output: kubespawner: config: line 2: mem_gurantee: unknown option "mem_gurantee": did you mean "mem_guarantee"? (docs/kubespawner-options.md lists every option)
 }

@@ -32,5 +32,5 @@ type LimitError struct {
 }
 
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("spawner: %s is %d, over the limit of %d (%s)", e.Field, e.Got, e.Max, e.Limit)
+	return fmt.Sprintf("kubespawner: %s is %d, over the limit of %d (%s)", e.Field, e.Got, e.Max, e.Limit)
 }

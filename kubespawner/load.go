@@ -35,20 +35,20 @@ func Load(data []byte) (Config, error) { return loadConfig(data, nil) }
 func loadConfig(data []byte, adjust func(*Config)) (Config, error) {
 	jsonData, err := yamlToJSON(data)
 	if err != nil {
-		return Config{}, fmt.Errorf("spawner: config is neither YAML nor JSON: %w", err)
+		return Config{}, fmt.Errorf("kubespawner: config is neither YAML nor JSON: %w", err)
 	}
 	var all map[string]json.RawMessage
 	if err := json.Unmarshal(jsonData, &all); err != nil {
-		return Config{}, fmt.Errorf("spawner: config must be a mapping of option names: %w", err)
+		return Config{}, fmt.Errorf("kubespawner: config must be a mapping of option names: %w", err)
 	}
 	// Unknown keys first, each with its line and the name probably meant:
 	// the decoder below would name only the first, with neither.
 	if err := checkKeys(data, adjust == nil); err != nil {
-		return Config{}, fmt.Errorf("spawner: config: %w", err)
+		return Config{}, fmt.Errorf("kubespawner: config: %w", err)
 	}
 	warnings, err := kubespawnerCompat(all)
 	if err != nil {
-		return Config{}, fmt.Errorf("spawner: config: %w", err)
+		return Config{}, fmt.Errorf("kubespawner: config: %w", err)
 	}
 	pod := map[string]json.RawMessage{}
 	own := map[string]json.RawMessage{}
@@ -72,21 +72,21 @@ func loadConfig(data []byte, adjust func(*Config)) (Config, error) {
 	}
 	if envRaw != nil {
 		if c.environment, c.Environment, err = decodeEnvironment(envRaw); err != nil {
-			return Config{}, fmt.Errorf("spawner: config: environment: %w", err)
+			return Config{}, fmt.Errorf("kubespawner: config: environment: %w", err)
 		}
 	}
 	ownJSON, _ := json.Marshal(own)
 	dec := json.NewDecoder(bytes.NewReader(ownJSON))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		return Config{}, fmt.Errorf("spawner: config: %w", err)
+		return Config{}, fmt.Errorf("kubespawner: config: %w", err)
 	}
 	podJSON, _ := json.Marshal(pod)
 	if c.Pod, err = manifest.DecodePodSpec(podJSON); err != nil {
-		return Config{}, fmt.Errorf("spawner: config: %w", err)
+		return Config{}, fmt.Errorf("kubespawner: config: %w", err)
 	}
 	if c.source, err = decodeSource(jsonData); err != nil {
-		return Config{}, fmt.Errorf("spawner: config: %w", err)
+		return Config{}, fmt.Errorf("kubespawner: config: %w", err)
 	}
 	if len(c.Args) > 0 && len(c.Cmd) == 0 {
 		warnings = append(warnings, fmt.Sprintf("ignoring args %q: without cmd the image's command is used; set cmd to pass arguments", c.Args))

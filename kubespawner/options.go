@@ -69,7 +69,7 @@ var configFields = sync.OnceValue(func() fieldSets {
 		}
 	}
 	if len(podKeys) > 0 {
-		panic(fmt.Sprintf("spawner: make_pod options without a manifest.PodSpec field: %v", slices.Sorted(maps.Values(podKeys))))
+		panic(fmt.Sprintf("kubespawner: make_pod options without a manifest.PodSpec field: %v", slices.Sorted(maps.Values(podKeys))))
 	}
 	return s
 })

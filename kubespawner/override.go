@@ -30,17 +30,17 @@ func (c Config) Override(overrides map[string]any) (Config, error) {
 	keys := slices.Sorted(maps.Keys(overrides))
 	for _, k := range keys {
 		if !isOptionKey(k) {
-			return Config{}, fmt.Errorf("spawner: override %q: %w", k, &ConfigError{Errs: field.ErrorList{field.Invalid(field.NewPath(k), k,
+			return Config{}, fmt.Errorf("kubespawner: override %q: %w", k, &ConfigError{Errs: field.ErrorList{field.Invalid(field.NewPath(k), k,
 				unknownOptionMsg(k))}})
 		}
 		if _, err := json.Marshal(overrides[k]); err != nil {
-			return Config{}, fmt.Errorf("spawner: override %q: %w", k, &ConfigError{Errs: field.ErrorList{field.Invalid(field.NewPath(k),
+			return Config{}, fmt.Errorf("kubespawner: override %q: %w", k, &ConfigError{Errs: field.ErrorList{field.Invalid(field.NewPath(k),
 				fmt.Sprintf("%T", overrides[k]), "is not JSON: "+err.Error())}})
 		}
 	}
 	ov, err := asJSON(overrides)
 	if err != nil {
-		return Config{}, fmt.Errorf("spawner: override: %w", err)
+		return Config{}, fmt.Errorf("kubespawner: override: %w", err)
 	}
 	merged := deepCopyMap(c.source)
 	if c.source == nil {
@@ -55,7 +55,7 @@ func (c Config) Override(overrides map[string]any) (Config, error) {
 	applyOverrides(merged, ov)
 	data, err := json.Marshal(merged)
 	if err != nil {
-		return Config{}, fmt.Errorf("spawner: override: %w", err)
+		return Config{}, fmt.Errorf("kubespawner: override: %w", err)
 	}
 	_, ownProfiles := ov["profile_list"]
 	out, err := loadConfig(data, func(out *Config) {
@@ -72,7 +72,7 @@ func (c Config) Override(overrides map[string]any) (Config, error) {
 		for i, k := range keys {
 			quoted[i] = fmt.Sprintf("%q", k)
 		}
-		return Config{}, fmt.Errorf("spawner: override %s: %w", strings.Join(quoted, ", "), err)
+		return Config{}, fmt.Errorf("kubespawner: override %s: %w", strings.Join(quoted, ", "), err)
 	}
 	return out, nil
 }
@@ -99,7 +99,7 @@ func (c Config) WithOptions(options map[string]json.RawMessage) (Config, error) 
 	for k, v := range src {
 		raw, err := json.Marshal(v)
 		if err != nil {
-			return Config{}, fmt.Errorf("spawner: option %q: %w", k, err)
+			return Config{}, fmt.Errorf("kubespawner: option %q: %w", k, err)
 		}
 		merged[k] = raw
 	}
@@ -120,7 +120,7 @@ func (c Config) WithOptions(options map[string]json.RawMessage) (Config, error) 
 	}
 	data, err := json.Marshal(merged)
 	if err != nil {
-		return Config{}, fmt.Errorf("spawner: options: %w", err)
+		return Config{}, fmt.Errorf("kubespawner: options: %w", err)
 	}
 	_, ownProfiles := options["profile_list"]
 	_, ownEnv := options["environment"]

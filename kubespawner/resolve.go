@@ -28,9 +28,9 @@ type ProfileError struct {
 
 func (e *ProfileError) Error() string {
 	if e.Err != nil {
-		return "spawner: " + e.Msg + ": " + e.Err.Error()
+		return "kubespawner: " + e.Msg + ": " + e.Err.Error()
 	}
-	return "spawner: " + e.Msg
+	return "kubespawner: " + e.Msg
 }
 
 func (e *ProfileError) Unwrap() error { return e.Err }
@@ -73,7 +73,7 @@ func (c Config) ResolveWith(ctx context.Context, userOptions map[string]string, 
 	if c.ProfileListFunc != nil {
 		var err error
 		if profiles, err = c.ProfileListFunc(ctx); err != nil {
-			return Config{}, fmt.Errorf("spawner: building the profile list: %w", err)
+			return Config{}, fmt.Errorf("kubespawner: building the profile list: %w", err)
 		}
 	}
 	if len(profiles) == 0 {
@@ -109,7 +109,7 @@ func (c Config) ResolveWith(ctx context.Context, userOptions map[string]string, 
 	}
 	profileOverrides, err := asJSON(profile.KubeSpawnerOverride)
 	if err != nil {
-		return Config{}, fmt.Errorf("spawner: profile %q: kubespawner_override: %w", profile.Slug, err)
+		return Config{}, fmt.Errorf("kubespawner: profile %q: kubespawner_override: %w", profile.Slug, err)
 	}
 	env := envNamesOf(c.EnvironmentEntries())
 	env = env.update(merged["environment"], profileOverrides, profile.envOrder, nil)
@@ -127,7 +127,7 @@ func (c Config) ResolveWith(ctx context.Context, userOptions map[string]string, 
 			escapedFor = append(escapedFor, templateSyntax(merged))
 		}
 		if overrides, err = asJSON(overrides); err != nil {
-			return Config{}, fmt.Errorf("spawner: profile %q: profile option %s: kubespawner_override: %w", profile.Slug, opt.Name, err)
+			return Config{}, fmt.Errorf("kubespawner: profile %q: profile option %s: kubespawner_override: %w", profile.Slug, opt.Name, err)
 		}
 		var rename func(string) string
 		if ch.unlisted {
@@ -178,7 +178,7 @@ func choose(slug string, opt *NamedOption, userOptions map[string]string) (choic
 				// never loaded: compile it now.
 				var err error
 				if re, err = compileMatch(u.ValidationRegex); err != nil {
-					return choice{}, fmt.Errorf("spawner: profile option %s: validation_regex: %w", opt.Name, err)
+					return choice{}, fmt.Errorf("kubespawner: profile option %s: validation_regex: %w", opt.Name, err)
 				}
 			}
 			if !re.MatchString(unlisted) {
@@ -224,7 +224,7 @@ func (c Config) reload(merged map[string]any, env envOrderNames, slug string, us
 		// The base options loaded: the attributes, the profile and the
 		// choices made them unloadable.
 		if slug == "" {
-			return Config{}, fmt.Errorf("spawner: the hub's attributes: %w", err)
+			return Config{}, fmt.Errorf("kubespawner: the hub's attributes: %w", err)
 		}
 		return Config{}, &ProfileError{Profile: slug, Msg: fmt.Sprintf("profile %q with user options %v", slug, sortedOptions(userOptions)), Err: err}
 	}
@@ -239,9 +239,9 @@ func (c Config) reload(merged map[string]any, env envOrderNames, slug string, us
 	}
 	if err := check.Validate(); err != nil {
 		if slug == "" {
-			return Config{}, fmt.Errorf("spawner: with the hub's attributes: %w", err)
+			return Config{}, fmt.Errorf("kubespawner: with the hub's attributes: %w", err)
 		}
-		return Config{}, fmt.Errorf("spawner: profile %q with user options: %w", slug, err)
+		return Config{}, fmt.Errorf("kubespawner: profile %q with user options: %w", slug, err)
 	}
 	return out, nil
 }

@@ -60,7 +60,7 @@ func (c *Config) Retired() (names []string, namers []*naming.Namer, err error) {
 		}
 		n, err := c.retiredNamer(ns)
 		if err != nil {
-			return nil, nil, fmt.Errorf("spawner: retired_namespaces %q: %w", ns, err)
+			return nil, nil, fmt.Errorf("kubespawner: retired_namespaces %q: %w", ns, err)
 		}
 		namers = append(namers, n)
 	}

@@ -80,7 +80,7 @@ func (c Config) NamingOptions() (naming.Options, error) {
 	case "go":
 		o.Syntax = naming.Go
 	default:
-		return o, fmt.Errorf("spawner: template_syntax must be \"kubespawner\" or \"go\", not %q", c.TemplateSyntax)
+		return o, fmt.Errorf("kubespawner: template_syntax must be \"kubespawner\" or \"go\", not %q", c.TemplateSyntax)
 	}
 	return o, nil
 }

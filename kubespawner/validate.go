@@ -30,7 +30,7 @@ func (e *ConfigError) Error() string {
 	for i, err := range e.Errs {
 		msgs[i] = err.Error()
 	}
-	return "spawner: invalid configuration: " + strings.Join(msgs, "; ")
+	return "kubespawner: invalid configuration: " + strings.Join(msgs, "; ")
 }
 
 // Keys returns the keys of the invalid options, in the order found.
