@@ -62,7 +62,7 @@ test-matrix:
 # supported minor (the first row of versions.txt); CI runs this after
 # `make test`, which covers the newest.
 OLDEST_K8S := $(shell awk '!/^\#/ && NF {print $$1; exit}' internal/testcluster/versions.txt)
-SERVER_PACKAGES := ./internal/testcluster ./reflector ./spawner ./manager ./orphan ./cmd/spawnkit-service
+SERVER_PACKAGES := ./internal/testcluster ./reflector ./spawner ./manager ./orphan ./cmd/spawnkit-service ./test/e2e/service
 test-oldest:
 	@$(GO) run ./internal/testmatrix -minors $(OLDEST_K8S) -packages "$(SERVER_PACKAGES)" -out test-oldest.md -logs test-oldest-logs
 

@@ -28,9 +28,14 @@
 // A Spawner per user server: Start (with per-start options and a progress
 // callback, StartOptions.OnProgress), Resume, Poll, Stop, DeleteForever,
 // and the State a hub persists to take a server back after a restart.
-// Config loads a KubeSpawner configuration under its option names
-// (LoadConfig), profile_list included (Config.Resolve), and Plan renders
-// what a Start would create without a cluster.
+// Plan renders what a Start would create without a cluster.
+//
+// # kubespawner
+//
+// KubeSpawner's configuration as a pure package: Config holds its options
+// under their names, kubespawner.Load reads them from YAML or JSON and
+// checks every value, and Config.Resolve applies profile_list to a
+// start's user options.
 //
 // # manager
 //

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/spawner"
 
 	corev1 "k8s.io/api/core/v1"
@@ -331,7 +332,7 @@ func TestAdvManagerDeleteForeverRacesSpawn(t *testing.T) {
 
 func TestAdvManagerShutdownMidStartAndMidStop(t *testing.T) {
 	ns := newNamespace(t)
-	cfg, err := spawner.LoadConfig([]byte(fmt.Sprintf(`
+	cfg, err := kubespawner.Load([]byte(fmt.Sprintf(`
 namespace: %s
 image: quay.io/jupyter/base-notebook:2024-01-01
 storage_pvc_ensure: true
@@ -549,7 +550,7 @@ func TestAdvManagerCollidingUsers(t *testing.T) {
 
 func TestAdvBadInput(t *testing.T) {
 	ns := newNamespace(t)
-	cfg, err := spawner.LoadConfig([]byte(fmt.Sprintf(`
+	cfg, err := kubespawner.Load([]byte(fmt.Sprintf(`
 namespace: %s
 image: quay.io/jupyter/base-notebook:2024-01-01
 profile_list:
@@ -611,7 +612,7 @@ profile_list:
 	}
 
 	// Nil maps and a nil Env on a bare Spawner.
-	s := newSpawner(t, naming.Server{Username: "adv-nil"}, spawner.Config{Namespace: ns, Pod: cfg.Pod})
+	s := newSpawner(t, naming.Server{Username: "adv-nil"}, kubespawner.Config{Namespace: ns, Pod: cfg.Pod})
 	if _, err := s.Start(ctx, spawner.StartOptions{}); err != nil {
 		t.Fatalf("Start with zero StartOptions: %v", err)
 	}
@@ -631,7 +632,7 @@ profile_list:
 	begin := time.Now()
 	_, err = huge.Start(ctx, opts)
 	var se *spawner.StartError
-	var le *spawner.LimitError
+	var le *kubespawner.LimitError
 	if !errors.As(err, &se) || se.Step != spawner.StepPlan || !errors.As(err, &le) || le.Limit != "MaxEnvValueBytes" {
 		t.Errorf("Start with a 2 MiB env = %v; want a StartError at the plan step with a LimitError of MaxEnvValueBytes", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/spawnkit/spawnkit/internal/testutil"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -97,8 +98,8 @@ func TestAttack42RetiredClusterPlacement(t *testing.T) {
 	hub := newNamespace(t)
 	client, reg := unreachableCluster(t)
 	cfg := baseConfig(hub)
-	cfg.ProfileListFunc = func(context.Context) ([]spawner.Profile, error) {
-		return []spawner.Profile{
+	cfg.ProfileListFunc = func(context.Context) ([]kubespawner.Profile, error) {
+		return []kubespawner.Profile{
 			{DisplayName: "Here", Slug: "here", Default: true},
 			{DisplayName: "Retired", Slug: "retired", KubeSpawnerOverride: map[string]any{"kubernetes_cluster": "b"}},
 		}, nil
@@ -313,7 +314,7 @@ func TestAttack42SeedDuringStopAndDeleteForever(t *testing.T) {
 // srv under cfg, with a state record that names the pod itself (name,
 // namespace and start id: what recordsItself accepts) and sends the user
 // to the attacker, and waits until it runs.
-func plant42(t *testing.T, ctx context.Context, cfg spawner.Config, srv naming.Server, ns, name string) *corev1.Pod {
+func plant42(t *testing.T, ctx context.Context, cfg kubespawner.Config, srv naming.Server, ns, name string) *corev1.Pod {
 	t.Helper()
 	o, err := newSpawner(t, srv, cfg).Plan(ctx, hubStart())
 	if err != nil {

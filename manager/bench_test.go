@@ -3,13 +3,15 @@ package manager
 import (
 	"context"
 	"fmt"
-	"github.com/spawnkit/spawnkit/spawner"
 	"os"
 	"runtime"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spawnkit/spawnkit/kubespawner"
+	"github.com/spawnkit/spawnkit/spawner"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -99,7 +101,7 @@ func BenchmarkManagerRecovery(b *testing.B) {
 
 // createPods makes n pods the way Start would, on a node no kubelet
 // serves, and marks them Running and Ready.
-func createPods(b *testing.B, ctx context.Context, client kubernetes.Interface, cfg spawner.Config, n int) {
+func createPods(b *testing.B, ctx context.Context, client kubernetes.Interface, cfg kubespawner.Config, n int) {
 	b.Helper()
 	begin := time.Now()
 	// The node exists (so the pod garbage collector leaves its pods

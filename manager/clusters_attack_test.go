@@ -24,6 +24,7 @@ import (
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/internal/testutil"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/spawner"
 )
@@ -35,7 +36,7 @@ import (
 
 // optionsWith is tc.options() with more profiles, in both clusters'
 // configurations.
-func (tc *twoClusters) optionsWith(t *testing.T, extra ...spawner.Profile) Options {
+func (tc *twoClusters) optionsWith(t *testing.T, extra ...kubespawner.Profile) Options {
 	t.Helper()
 	base := tc.base
 	base.ProfileList = append(slices.Clone(tc.base.ProfileList), extra...)
@@ -212,7 +213,7 @@ func (s *apiSwitch) start() {
 // a slot) never leaves the server with pods in two clusters.
 func TestAttackSpawnWhilePodInOtherCluster(t *testing.T) {
 	tc := startSecondCluster(t)
-	opts := tc.optionsWith(t, spawner.Profile{DisplayName: "Slow", Slug: "slow", KubeSpawnerOverride: map[string]any{
+	opts := tc.optionsWith(t, kubespawner.Profile{DisplayName: "Slow", Slug: "slow", KubeSpawnerOverride: map[string]any{
 		"kubernetes_cluster": "a",
 		"extra_annotations":  map[string]any{testcluster.BehaviorAnnotation: testcluster.BehaviorNeverReady},
 	}})
@@ -515,9 +516,9 @@ func TestAttackKilledMidMove(t *testing.T) {
 func TestAttackMisspeltClusters(t *testing.T) {
 	tc := startSecondCluster(t)
 	emptyBase := tc.base
-	emptyBase.KubernetesCluster = spawner.ClusterNames{""}
+	emptyBase.KubernetesCluster = kubespawner.ClusterNames{""}
 	dupBase := tc.base
-	dupBase.KubernetesCluster = spawner.ClusterNames{"a", "a"}
+	dupBase.KubernetesCluster = kubespawner.ClusterNames{"a", "a"}
 	for _, bad := range []struct {
 		name string
 		opts Options
@@ -543,8 +544,8 @@ func TestAttackMisspeltClusters(t *testing.T) {
 		}
 	}
 
-	profile := func(slug string, clusters any) spawner.Profile {
-		return spawner.Profile{DisplayName: slug, Slug: slug, KubeSpawnerOverride: map[string]any{"kubernetes_cluster": clusters}}
+	profile := func(slug string, clusters any) kubespawner.Profile {
+		return kubespawner.Profile{DisplayName: slug, Slug: slug, KubeSpawnerOverride: map[string]any{"kubernetes_cluster": clusters}}
 	}
 	noSuchCluster := func(err error) string {
 		if !errors.Is(err, ErrNoSuchCluster) || !strings.Contains(err.Error(), `"nowhere"`) || !strings.Contains(err.Error(), "a, b") {
@@ -557,12 +558,12 @@ func TestAttackMisspeltClusters(t *testing.T) {
 	// and the cluster. A misspelt fallback is as wrong as a misspelt
 	// first choice: it must not hide until the first cluster is down,
 	// the moment the fallback was written for.
-	choice := spawner.Profile{DisplayName: "choices", Slug: "choices", ProfileOptions: spawner.OrderedOptions{
-		{Name: "where", ProfileOption: spawner.ProfileOption{DisplayName: "Where", Choices: spawner.OrderedChoices{
-			{Key: "here", Choice: spawner.Choice{DisplayName: "Here", KubeSpawnerOverride: map[string]any{"kubernetes_cluster": "a"}}},
-			{Key: "there", Choice: spawner.Choice{DisplayName: "There", KubeSpawnerOverride: map[string]any{"kubernetes_cluster": []any{"b", "nowhere"}}}},
+	choice := kubespawner.Profile{DisplayName: "choices", Slug: "choices", ProfileOptions: kubespawner.OrderedOptions{
+		{Name: "where", ProfileOption: kubespawner.ProfileOption{DisplayName: "Where", Choices: kubespawner.OrderedChoices{
+			{Key: "here", Choice: kubespawner.Choice{DisplayName: "Here", KubeSpawnerOverride: map[string]any{"kubernetes_cluster": "a"}}},
+			{Key: "there", Choice: kubespawner.Choice{DisplayName: "There", KubeSpawnerOverride: map[string]any{"kubernetes_cluster": []any{"b", "nowhere"}}}},
 		}}}}}
-	for _, p := range []spawner.Profile{profile("nowhere", "nowhere"), profile("a-then-nowhere", []any{"a", "nowhere"}),
+	for _, p := range []kubespawner.Profile{profile("nowhere", "nowhere"), profile("a-then-nowhere", []any{"a", "nowhere"}),
 		profile("nowhere-then-a", []any{"nowhere", "a"}), choice} {
 		_, err := New(tc.optionsWith(t, p))
 		if why := noSuchCluster(err); why != "" || !strings.Contains(err.Error(), fmt.Sprintf("profile %q", p.Slug)) {
@@ -572,7 +573,7 @@ func TestAttackMisspeltClusters(t *testing.T) {
 	// The base configuration naming no cluster of the Manager's: every
 	// start would be refused.
 	nb := tc.base
-	nb.KubernetesCluster = spawner.ClusterNames{"nowhere"}
+	nb.KubernetesCluster = kubespawner.ClusterNames{"nowhere"}
 	nopts := tc.options()
 	nopts.Config = nb
 	if _, err := New(nopts); noSuchCluster(err) != "" || !strings.Contains(err.Error(), "base") {
@@ -591,7 +592,7 @@ func TestAttackMisspeltClusters(t *testing.T) {
 	m, _ := runManager(t, opts)
 	dynamic := tc.options()
 	dynamic.Config.ProfileList = nil
-	dynamic.Config.ProfileListFunc = func(context.Context) ([]spawner.Profile, error) {
+	dynamic.Config.ProfileListFunc = func(context.Context) ([]kubespawner.Profile, error) {
 		return append(slices.Clone(tc.base.ProfileList), profile("a-then-nowhere", []any{"a", "nowhere"}), profile("nowhere", "nowhere")), nil
 	}
 	dynamic.Clusters[1].Config = nil
@@ -952,7 +953,7 @@ func TestAttackRestartWithClusterDown(t *testing.T) {
 // another's, and a start queued in b says so.
 func TestAttackSlotsPerCluster(t *testing.T) {
 	tc := startSecondCluster(t)
-	opts := tc.optionsWith(t, spawner.Profile{DisplayName: "Slow in b", Slug: "slow-b", KubeSpawnerOverride: map[string]any{
+	opts := tc.optionsWith(t, kubespawner.Profile{DisplayName: "Slow in b", Slug: "slow-b", KubeSpawnerOverride: map[string]any{
 		"kubernetes_cluster": "b",
 		"extra_annotations":  map[string]any{testcluster.BehaviorAnnotation: testcluster.BehaviorNeverReady},
 	}})

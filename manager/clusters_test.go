@@ -19,6 +19,7 @@ import (
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/internal/testutil"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -30,7 +31,7 @@ type twoClusters struct {
 	b          *testcluster.Cluster
 	ra, rb     *reflector.Registry
 	ns         string
-	base, cfgB spawner.Config
+	base, cfgB kubespawner.Config
 }
 
 func startSecondCluster(t *testing.T) *twoClusters {
@@ -51,7 +52,7 @@ func startSecondCluster(t *testing.T) *twoClusters {
 	tc.base.StorageCapacity = resource.MustParse("1Gi")
 	sc := testcluster.StorageClass
 	tc.base.StorageClass = &sc
-	tc.base.ProfileList = []spawner.Profile{
+	tc.base.ProfileList = []kubespawner.Profile{
 		{DisplayName: "Default", Slug: "default", Default: true},
 		{DisplayName: "CPU", Slug: "cpu", KubeSpawnerOverride: map[string]any{"kubernetes_cluster": "a"}},
 		{DisplayName: "GPU", Slug: "gpu", KubeSpawnerOverride: map[string]any{"kubernetes_cluster": "b"}},
@@ -288,7 +289,7 @@ func TestSeveralClusters(t *testing.T) {
 		name   string
 		client kubernetes.Interface
 		reg    *reflector.Registry
-		cfg    spawner.Config
+		cfg    kubespawner.Config
 	}{{"a", cluster.Client, tc.ra, tc.base}, {"b", tc.b.Client, tc.rb, tc.cfgB}} {
 		sp, err := spawner.New(carol, spawner.Options{Client: c.client, Registry: c.reg, Config: c.cfg, Cluster: c.name})
 		if err != nil {
@@ -562,13 +563,13 @@ func TestPlacementFunc(t *testing.T) {
 // profile, by Spawn for one of a ProfileListFunc.
 func TestOneClusterRefusesNamedCluster(t *testing.T) {
 	cfg := baseConfig(newNamespace(t))
-	profiles := []spawner.Profile{{DisplayName: "Here", Slug: "here", Default: true}, {DisplayName: "GPU", Slug: "gpu", KubeSpawnerOverride: map[string]any{"kubernetes_cluster": "gpu-eu"}}}
+	profiles := []kubespawner.Profile{{DisplayName: "Here", Slug: "here", Default: true}, {DisplayName: "GPU", Slug: "gpu", KubeSpawnerOverride: map[string]any{"kubernetes_cluster": "gpu-eu"}}}
 	cfg.ProfileList = profiles
 	if _, err := New(Options{Config: cfg, Client: cluster.Client, Registry: sharedRegistry(t)}); !errors.Is(err, ErrNoSuchCluster) || !strings.Contains(err.Error(), `profile "gpu"`) || !strings.Contains(err.Error(), "gpu-eu") {
 		t.Errorf("New, one cluster, a listed profile naming gpu-eu: %v; want ErrNoSuchCluster naming the profile and gpu-eu", err)
 	}
 	cfg.ProfileList = nil
-	cfg.ProfileListFunc = func(context.Context) ([]spawner.Profile, error) { return profiles, nil }
+	cfg.ProfileListFunc = func(context.Context) ([]kubespawner.Profile, error) { return profiles, nil }
 	m, _ := runManager(t, Options{Config: cfg})
 	ctx := ctxTimeout(t, 60*time.Second)
 	_, _, err := m.Spawn(ctx, naming.Server{Username: "onecluster"}, SpawnOptions{UserOptions: map[string]string{"profile": "gpu"}})

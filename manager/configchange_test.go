@@ -18,6 +18,7 @@ import (
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/internal/testutil"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/orphan"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -30,7 +31,7 @@ type configChange struct {
 	name string
 	// before and after are the configurations of the two Managers, for
 	// a hub namespace of the test's.
-	before, after func(hub string) spawner.Config
+	before, after func(hub string) kubespawner.Config
 	// spawn are the options of the first starts (a profile, SSL).
 	spawn SpawnOptions
 	// restarted checks, after the next start under the new
@@ -39,7 +40,7 @@ type configChange struct {
 }
 
 // withStorage gives cfg a home claim named by tmpl.
-func withStorage(cfg spawner.Config, tmpl string) spawner.Config {
+func withStorage(cfg kubespawner.Config, tmpl string) kubespawner.Config {
 	cfg.StoragePVCEnsure = true
 	cfg.StorageCapacity = resource.MustParse("1Gi")
 	cfg.PVCNameTemplate = tmpl
@@ -51,7 +52,7 @@ func withStorage(cfg spawner.Config, tmpl string) spawner.Config {
 var configChanges = []configChange{{
 	name:   "pod_name_template",
 	before: baseConfig,
-	after: func(hub string) spawner.Config {
+	after: func(hub string) kubespawner.Config {
 		cfg := baseConfig(hub)
 		cfg.PodNameTemplate = "nb-{user_server}"
 		return cfg
@@ -64,7 +65,7 @@ var configChanges = []configChange{{
 }, {
 	name:   "namespace",
 	before: baseConfig,
-	after: func(hub string) spawner.Config {
+	after: func(hub string) kubespawner.Config {
 		cfg := baseConfig(hub + "-moved")
 		cfg.RetiredNamespaces = []string{hub}
 		return cfg
@@ -76,12 +77,12 @@ var configChanges = []configChange{{
 	},
 }, {
 	name: "user_namespace_template",
-	before: func(hub string) spawner.Config {
+	before: func(hub string) kubespawner.Config {
 		cfg := baseConfig(hub)
 		cfg.EnableUserNamespaces, cfg.UserNamespaceTemplate = true, "{hubnamespace}-a-{username}"
 		return cfg
 	},
-	after: func(hub string) spawner.Config {
+	after: func(hub string) kubespawner.Config {
 		cfg := baseConfig(hub)
 		cfg.EnableUserNamespaces, cfg.UserNamespaceTemplate = true, "{hubnamespace}-b-{username}"
 		cfg.RetiredNamespaces = []string{"{hubnamespace}-a-{username}"}
@@ -94,12 +95,12 @@ var configChanges = []configChange{{
 	},
 }, {
 	name: "user namespaces turned off",
-	before: func(hub string) spawner.Config {
+	before: func(hub string) kubespawner.Config {
 		cfg := baseConfig(hub)
 		cfg.EnableUserNamespaces = true
 		return cfg
 	},
-	after: func(hub string) spawner.Config {
+	after: func(hub string) kubespawner.Config {
 		cfg := baseConfig(hub)
 		cfg.RetiredNamespaces = []string{"{hubnamespace}-{username}"}
 		return cfg
@@ -111,8 +112,8 @@ var configChanges = []configChange{{
 	},
 }, {
 	name:   "pvc_name_template",
-	before: func(hub string) spawner.Config { return withStorage(baseConfig(hub), "claim-{user_server}") },
-	after:  func(hub string) spawner.Config { return withStorage(baseConfig(hub), "home-{user_server}") },
+	before: func(hub string) kubespawner.Config { return withStorage(baseConfig(hub), "claim-{user_server}") },
+	after:  func(hub string) kubespawner.Config { return withStorage(baseConfig(hub), "home-{user_server}") },
 	restarted: func(t *testing.T, ctx context.Context, hub string, old, next Status) {
 		// The home claim is the one the server had: the pod records it.
 		if next.State.PVCName != old.State.PVCName || !strings.HasPrefix(old.State.PVCName, "claim-") {
@@ -131,17 +132,17 @@ var configChanges = []configChange{{
 	},
 }, {
 	name: "profile removed",
-	before: func(hub string) spawner.Config {
+	before: func(hub string) kubespawner.Config {
 		cfg := baseConfig(hub)
-		cfg.ProfileList = []spawner.Profile{
+		cfg.ProfileList = []kubespawner.Profile{
 			{DisplayName: "Small", Slug: "small", Default: true},
 			{DisplayName: "Big", Slug: "big", KubeSpawnerOverride: map[string]any{"cpu_limit": 2.0}},
 		}
 		return cfg
 	},
-	after: func(hub string) spawner.Config {
+	after: func(hub string) kubespawner.Config {
 		cfg := baseConfig(hub)
-		cfg.ProfileList = []spawner.Profile{{DisplayName: "Medium", Slug: "medium", Default: true, KubeSpawnerOverride: map[string]any{"cpu_limit": 1.0}}}
+		cfg.ProfileList = []kubespawner.Profile{{DisplayName: "Medium", Slug: "medium", Default: true, KubeSpawnerOverride: map[string]any{"cpu_limit": 1.0}}}
 		return cfg
 	},
 	spawn: SpawnOptions{UserOptions: map[string]string{"profile": "big"}},
@@ -156,7 +157,7 @@ var configChanges = []configChange{{
 	},
 }, {
 	name: "services_enabled turned off",
-	before: func(hub string) spawner.Config {
+	before: func(hub string) kubespawner.Config {
 		cfg := baseConfig(hub)
 		cfg.ServicesEnabled = true
 		return cfg
@@ -173,7 +174,7 @@ var configChanges = []configChange{{
 }, {
 	name:   "internal_ssl turned off, secret_name_template changed",
 	before: baseConfig,
-	after: func(hub string) spawner.Config {
+	after: func(hub string) kubespawner.Config {
 		cfg := baseConfig(hub)
 		cfg.SecretNameTemplate = "{pod_name}-tls"
 		return cfg
@@ -555,7 +556,7 @@ func TestClusterRetiredOrRenamed(t *testing.T) {
 func TestConfigChangeMidStart(t *testing.T) {
 	ctx := ctxTimeout(t, 120*time.Second)
 	hub := newNamespace(t)
-	slow := func(tmpl string) spawner.Config {
+	slow := func(tmpl string) kubespawner.Config {
 		cfg := baseConfig(hub)
 		cfg.PodNameTemplate = tmpl
 		cfg.ExtraAnnotations = map[string]string{testcluster.ReadyAfterAnnotation: "3s"}

@@ -155,7 +155,7 @@ func TestRunStartReconcilesAChangeAfterReady(t *testing.T) {
 			if kind == opStart {
 				m.metrics.spawnsInFlight.Inc()
 			}
-			m.runStart(opCtx, e, op, "", sp, spawner.NewStream(), func(ctx context.Context) (string, error) {
+			m.runStart(opCtx, e, startJob{op: op, sp: sp, stream: spawner.NewStream(), do: func(ctx context.Context) (string, error) {
 				url, err := sp.Start(ctx, hubStart())
 				if err != nil || !changed {
 					return url, err
@@ -172,7 +172,7 @@ func TestRunStartReconcilesAChangeAfterReady(t *testing.T) {
 				}
 				cachedAt(t, ctx, pods, ns, ready.Name, later.ResourceVersion)
 				return url, nil
-			})
+			}})
 			if e.status.Phase != PhaseRunning {
 				t.Fatalf("%s (changed %v): phase %s (%s)", kind, changed, e.status.Phase, e.status.Message)
 			}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -38,7 +39,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer registry.Close()
-	cfg, err := spawner.LoadConfig([]byte("namespace: jhub\nimage: quay.io/jupyter/base-notebook:2024-01-01\n"))
+	cfg, err := kubespawner.Load([]byte("namespace: jhub\nimage: quay.io/jupyter/base-notebook:2024-01-01\n"))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -162,3 +162,17 @@ func (m *Manager) stopGrace() time.Duration {
 	}
 	return max(m.lease.LeaseDuration-m.lease.RenewDeadline, time.Second)
 }
+
+// setLeadingLocked sets leading and opens or closes led with it; mu
+// must be held.
+func (m *Manager) setLeadingLocked(leading bool) {
+	if leading == m.leading {
+		return
+	}
+	m.leading = leading
+	if leading {
+		close(m.led)
+	} else {
+		m.led = make(chan struct{})
+	}
+}

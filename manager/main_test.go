@@ -14,6 +14,7 @@ import (
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/internal/testutil"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -54,8 +55,8 @@ func newNamespace(t testing.TB) string {
 	return ns.Name
 }
 
-func baseConfig(ns string) spawner.Config {
-	return spawner.Config{
+func baseConfig(ns string) kubespawner.Config {
+	return kubespawner.Config{
 		Namespace: ns,
 		Pod:       manifest.PodSpec{Image: "quay.io/jupyter/base-notebook:2024-01-01"},
 		Cmd:       []string{"jupyterhub-singleuser"},
@@ -63,7 +64,7 @@ func baseConfig(ns string) spawner.Config {
 }
 
 // newSpawner is a Spawner of the package's cluster and Registry.
-func newSpawner(t testing.TB, server naming.Server, cfg spawner.Config) *spawner.Spawner {
+func newSpawner(t testing.TB, server naming.Server, cfg kubespawner.Config) *spawner.Spawner {
 	t.Helper()
 	s, err := spawner.New(server, spawner.Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: cfg})
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/internal/testutil"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -417,7 +418,7 @@ func TestManagerNeverRelistsInSteadyState(t *testing.T) {
 
 func TestManagerGracefulShutdownThenRecovery(t *testing.T) {
 	ns := newNamespace(t)
-	cfg, err := spawner.LoadConfig([]byte(fmt.Sprintf(`
+	cfg, err := kubespawner.Load([]byte(fmt.Sprintf(`
 namespace: %s
 image: quay.io/jupyter/base-notebook:2024-01-01
 profile_list:

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -18,7 +18,7 @@ import (
 // start's spawner.StartOptions.
 type SpawnOptions struct {
 	// UserOptions select a profile and its options (see
-	// spawner.Config.Resolve).
+	// kubespawner.Config.Resolve).
 	UserOptions map[string]string
 	// Attributes are the KubeSpawner options the hub set on its Spawner
 	// (see spawner.StartOptions.Attributes).
@@ -53,7 +53,7 @@ type SpawnOptions struct {
 	// touched: a server started under another Config keeps its pod, and
 	// its next start uses the new one (removing the pod it left under
 	// other names, as after a configuration change).
-	Config *spawner.Config
+	Config *kubespawner.Config
 	// Admit, when set, is called with the start's objects before
 	// anything is created (the caller's policy); an error refuses the
 	// start, as bad user options are (a *spawner.StartError at step
@@ -79,7 +79,7 @@ func (o *SpawnOptions) startOptions(s naming.Server) spawner.StartOptions {
 // Spawn returns its status and started false. A server that is stopping,
 // or that DeleteForever is deleting, is ErrBusy. Bad user options fail
 // here (a *spawner.StartError at step plan wrapping the
-// *spawner.ProfileError), before anything is created and before the
+// *kubespawner.ProfileError), before anything is created and before the
 // Manager knows the server. The start outlives ctx and ends with the
 // Manager's term (detached, for the next leader to resume) or with Stop.
 func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions) (Status, bool, error) {
@@ -169,7 +169,7 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	if err != nil {
 		return Status{}, false, err
 	}
-	op, st, started, err := m.startLocked(ctx, e, s, sopts, target, fresh)
+	op, st, started, err := m.startLocked(ctx, e, startRequest{server: s, opts: sopts, target: target, fresh: fresh})
 	if fresh != nil && fresh != e.sp {
 		fresh.Close() // the entry was made meanwhile, with its own
 	}
@@ -196,43 +196,27 @@ func (m *Manager) Spawn(ctx context.Context, s naming.Server, opts SpawnOptions)
 	return m.statusOf(e), true, nil
 }
 
-// checkElsewhere is ErrBusy, naming the pod, while server s has a pod
-// in another cluster than target, terminating ones included: one
-// server, one cluster (a stopped server's pod kept, one still shutting
-// down after a Stop, a start of another hub). Spawn checks it, and a
-// start checks it again once it has its slot, just before it creates
-// anything: a pod may have appeared while it waited. (Across clusters
-// nothing is atomic: a pod made elsewhere after that check is a split
-// brain, which reconcile reports and leaves alone.)
-func (m *Manager) checkElsewhere(ctx context.Context, s naming.Server, target *cell) error {
-	if !m.multi {
-		return nil
-	}
-	found, err := m.podsOf(ctx, keyOf(s), true)
-	if err != nil {
-		return err
-	}
-	for _, f := range found {
-		if f.cell == target {
-			continue
-		}
-		what := "still has"
-		if f.pod.DeletionTimestamp != nil {
-			what = "still has a terminating"
-		}
-		return fmt.Errorf("%w: server %q of user %q %s pod %s/%s in cluster %q: stop it there (or let it go) before it starts in cluster %q",
-			ErrBusy, s.Servername, s.Username, what, f.pod.Namespace, f.pod.Name, f.cell.name, target.name)
-	}
-	return nil
-}
-
 // durableWait bounds how long Spawn waits for the pod's create: a start
 // normally creates it within milliseconds of being accepted.
 const durableWait = 5 * time.Second
 
+// startRequest is a start Spawn has planned, for startLocked.
+type startRequest struct {
+	server naming.Server
+	// opts are the start's options, with its plan.
+	opts spawner.StartOptions
+	// target is the cluster placement picked.
+	target *cell
+	// fresh is the Spawner that planned the start, when Spawn made one
+	// (a new server, another cluster or configuration); nil when the
+	// entry's Spawner planned it.
+	fresh *spawner.Spawner
+}
+
 // startLocked begins the start of e (e.mu held) and returns its
 // operation, or the status to answer with when nothing began.
-func (m *Manager) startLocked(ctx context.Context, e *entry, s naming.Server, sopts spawner.StartOptions, target *cell, fresh *spawner.Spawner) (*operation, Status, bool, error) {
+func (m *Manager) startLocked(ctx context.Context, e *entry, req startRequest) (*operation, Status, bool, error) {
+	s, sopts, target, fresh := req.server, req.opts, req.target, req.fresh
 	if e.splitBrain != "" {
 		return nil, m.viewLocked(e), false, fmt.Errorf("%w: %s", ErrSplitBrain, e.splitBrain)
 	}
@@ -281,7 +265,7 @@ func (m *Manager) startLocked(ctx context.Context, e *entry, s naming.Server, so
 	sopts.OnPodCreated = op.markCreated
 	stream, esp := e.stream, e.sp
 	m.metrics.spawnsInFlight.Inc()
-	go m.runStart(opCtx, e, op, e.cell.name, esp, stream, func(ctx context.Context) (string, error) {
+	go m.runStart(opCtx, e, startJob{op: op, cluster: e.cell.name, sp: esp, stream: stream, do: func(ctx context.Context) (string, error) {
 		// A Stop (Cancelled) or the end of the term (Detached) while
 		// the start waits or checks: nothing was made.
 		ended := func(err error) error {
@@ -304,13 +288,25 @@ func (m *Manager) startLocked(ctx context.Context, e *entry, s naming.Server, so
 		o := sopts
 		sopts.Plan = nil // the start owns the plan now
 		return esp.Start(ctx, o)
-	})
+	}})
 	return op, m.viewLocked(e), true, nil
+}
+
+// startJob is a start or resume for runStart, with what it runs on as
+// it was when it began (under e.mu).
+type startJob struct {
+	op      *operation
+	cluster string // the server's cluster, for metrics
+	sp      *spawner.Spawner
+	stream  *spawner.Stream
+	// do runs the start or resume; it returns the server's URL.
+	do func(ctx context.Context) (string, error)
 }
 
 // runStart runs a start or resume and applies its outcome. It owns the
 // operation and ends it.
-func (m *Manager) runStart(ctx context.Context, e *entry, op *operation, cluster string, sp *spawner.Spawner, stream *spawner.Stream, do func(ctx context.Context) (string, error)) {
+func (m *Manager) runStart(ctx context.Context, e *entry, job startJob) {
+	op, cluster, sp, stream := job.op, job.cluster, job.sp, job.stream
 	defer m.endOp(op)
 	// podChanged skipped the pod's changes while the start ran: the
 	// server is reconciled from the cache once it has ended (after the
@@ -326,7 +322,7 @@ func (m *Manager) runStart(ctx context.Context, e *entry, op *operation, cluster
 	}()
 	m.metrics.starts.WithLabelValues(string(op.kind), cluster).Inc()
 	began := m.opts.Clock.Now()
-	url, err := do(ctx)
+	url, err := job.do(ctx)
 	if op.kind == opStart {
 		m.metrics.spawnsInFlight.Dec()
 	}
@@ -398,52 +394,4 @@ func (m *Manager) settledLocked(ctx context.Context, e *entry, sp *spawner.Spawn
 	}
 	e.readyVersion = ready.ResourceVersion
 	return true
-}
-
-// takeSlot waits for a start slot of c, reporting the position among
-// the starts that wait for one there.
-func (m *Manager) takeSlot(ctx context.Context, c *cell, e *entry, op *operation, stream *spawner.Stream) error {
-	if c.slots == nil {
-		return nil
-	}
-	select {
-	case c.slots <- struct{}{}:
-		return nil
-	default:
-	}
-	op.markQueued()
-	m.waitingMu.Lock()
-	m.waiting = append(m.waiting, e)
-	pos := 0
-	for _, w := range m.waiting {
-		if w.queuedIn == c {
-			pos++
-		}
-	}
-	e.queuedIn = c
-	pos++
-	m.waitingMu.Unlock()
-	defer func() {
-		m.waitingMu.Lock()
-		m.waiting = slices.DeleteFunc(m.waiting, func(w *entry) bool { return w == e })
-		e.queuedIn = nil
-		m.waitingMu.Unlock()
-	}()
-	msg := fmt.Sprintf("Waiting for a start slot (%d starts in flight; position %d in the queue)", cap(c.slots), pos)
-	if m.multi {
-		msg = fmt.Sprintf("Waiting for a start slot in cluster %q (%d starts in flight there; position %d in its queue)", c.name, cap(c.slots), pos)
-	}
-	stream.Publish(spawner.ProgressEvent{Message: msg, Time: m.opts.Clock.Now()})
-	select {
-	case c.slots <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
-func (m *Manager) giveSlot(c *cell) {
-	if c.slots != nil {
-		<-c.slots
-	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/internal/testutil"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -30,8 +31,8 @@ import (
 // starts a server (SpawnOptions.Hub).
 
 // hubConfig is base with options set over it as a hub's configuration
-// sets them (spawner.Config.WithOptions), each value written as JSON.
-func hubConfig(t *testing.T, base spawner.Config, options map[string]any) *spawner.Config {
+// sets them (kubespawner.Config.WithOptions), each value written as JSON.
+func hubConfig(t *testing.T, base kubespawner.Config, options map[string]any) *kubespawner.Config {
 	t.Helper()
 	raw := map[string]json.RawMessage{}
 	for k, v := range options {
@@ -88,7 +89,7 @@ func recordedState(t *testing.T, pod *corev1.Pod) spawner.State {
 
 // configuredFactories is a copy of the Factories the Manager's first
 // cluster keeps for start Configs.
-func configuredFactories(m *Manager) map[*spawner.Config]*spawner.Factory {
+func configuredFactories(m *Manager) map[*kubespawner.Config]*spawner.Factory {
 	c := m.cells[0]
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -235,7 +236,7 @@ func TestSpawnWithConfigKeepsTheClaim(t *testing.T) {
 	alice := naming.Server{Username: "kc-alice"}
 	const claim = "a-claim-kc-alice"
 
-	spawn := func(step string, cfg *spawner.Config) {
+	spawn := func(step string, cfg *kubespawner.Config) {
 		t.Helper()
 		if _, started, err := m.Spawn(ctx, alice, SpawnOptions{Env: hubStart().Env, Config: cfg}); err != nil || !started {
 			t.Fatalf("%s: started %v, %v", step, started, err)
@@ -580,7 +581,7 @@ func TestSpawnWithTwoConfigsAtOnce(t *testing.T) {
 	base := baseConfig(ns)
 	m, _ := runManager(t, Options{Config: base})
 	ctx := ctxTimeout(t, 240*time.Second)
-	cfgs := []*spawner.Config{
+	cfgs := []*kubespawner.Config{
 		hubConfig(t, base, map[string]any{"pod_name_template": "x-{user_server}"}),
 		hubConfig(t, base, map[string]any{"pod_name_template": "y-{user_server}"}),
 	}
@@ -666,7 +667,7 @@ func TestSpawnAdmitUnderAnotherConfig(t *testing.T) {
 func TestSpawnHubNoneAfterAHub(t *testing.T) {
 	ns := newNamespace(t)
 	base := baseConfig(ns)
-	base.ProfileList = []spawner.Profile{
+	base.ProfileList = []kubespawner.Profile{
 		{DisplayName: "Default", Slug: "default", Default: true},
 		{DisplayName: "Slow", Slug: "slow", KubeSpawnerOverride: map[string]any{"extra_annotations": map[string]any{testcluster.BehaviorAnnotation: testcluster.BehaviorNeverReady}}},
 	}

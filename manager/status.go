@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -176,4 +177,46 @@ func (m *Manager) EventsFrom(ctx context.Context, s naming.Server, n int) (<-cha
 		}
 	}()
 	return out, nil
+}
+
+// viewLocked is e's status as callers see it (e.mu held): its cluster
+// named, and, while that cluster is unavailable, a server that was
+// starting, running or stopping is PhaseUnknown (the cluster may have
+// changed it; nothing there is deleted or failed for it), with its last
+// known phase in the message.
+func (m *Manager) viewLocked(e *entry) Status {
+	st := e.status
+	st.Cluster = e.cell.name
+	if e.hubSet {
+		st.State.Hub = e.hub
+	}
+	if e.splitBrain != "" {
+		st.Phase, st.Ready, st.ExitCode = PhaseUnknown, false, nil
+		st.Reason, st.Message = ReasonSplitBrain, e.splitBrain
+		return st
+	}
+	if !m.multi {
+		return st
+	}
+	if e.seeded {
+		// Only the hub's record: the cluster's cache has not been
+		// looked at for it yet (not synced since Start, or unavailable).
+		c := e.cell
+		c.mu.Lock()
+		recovered, down := c.recovered, c.down
+		c.mu.Unlock()
+		if !recovered || down {
+			st.Phase, st.Ready, st.ExitCode, st.Reason = PhaseUnknown, false, nil, ReasonClusterUnavailable
+			st.Message = fmt.Sprintf("cluster %q has not been seen since the Manager started; the server's only record is the hub's", c.name)
+			return st
+		}
+	}
+	switch st.Phase {
+	case PhaseStarting, PhaseRunning, PhaseStopping:
+		if down, since := e.cell.unavailable(); down {
+			st.Message = fmt.Sprintf("cluster %q has not answered since %s; the server was %s then", e.cell.name, since.UTC().Format(time.RFC3339), st.Phase)
+			st.Phase, st.Ready, st.ExitCode, st.Reason = PhaseUnknown, false, nil, ReasonClusterUnavailable
+		}
+	}
+	return st
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/internal/testutil"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -37,7 +38,7 @@ const attackerHost = "127.0.0.99"
 // spawnkit gives the server), the pod spawnkit would make for srv under
 // cfg, its state record pointing at the attacker's host, and waits until
 // it runs.
-func plantPod(t *testing.T, ctx context.Context, cfg spawner.Config, srv naming.Server, ns, name string) *corev1.Pod {
+func plantPod(t *testing.T, ctx context.Context, cfg kubespawner.Config, srv naming.Server, ns, name string) *corev1.Pod {
 	t.Helper()
 	o, err := newSpawner(t, srv, cfg).Plan(ctx, hubStart())
 	if err != nil {
@@ -266,7 +267,7 @@ func TestProfileNamespaceAcrossRestart(t *testing.T) {
 	ctx := ctxTimeout(t, 120*time.Second)
 	hub, other := newNamespace(t), newNamespace(t)
 	cfg := baseConfig(hub)
-	cfg.ProfileList = []spawner.Profile{
+	cfg.ProfileList = []kubespawner.Profile{
 		{DisplayName: "Here", Slug: "here", Default: true},
 		{DisplayName: "Elsewhere", Slug: "elsewhere", KubeSpawnerOverride: map[string]any{"namespace": other}},
 	}
@@ -307,8 +308,8 @@ func TestProfileNamespaceAcrossRestart(t *testing.T) {
 func TestNamespacesAManagerCannotList(t *testing.T) {
 	hub := newNamespace(t)
 	cfg := baseConfig(hub)
-	cfg.ProfileList = []spawner.Profile{{DisplayName: "Any", Slug: "any", ProfileOptions: spawner.OrderedOptions{{Name: "where",
-		ProfileOption: spawner.ProfileOption{DisplayName: "Where", UnlistedChoice: &spawner.UnlistedChoice{Enabled: true,
+	cfg.ProfileList = []kubespawner.Profile{{DisplayName: "Any", Slug: "any", ProfileOptions: kubespawner.OrderedOptions{{Name: "where",
+		ProfileOption: kubespawner.ProfileOption{DisplayName: "Where", UnlistedChoice: &kubespawner.UnlistedChoice{Enabled: true,
 			KubeSpawnerOverride: map[string]any{"namespace": "team-{value}"}}}}}}}
 	_, err := New(Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: cfg})
 	if err == nil || !strings.Contains(err.Error(), `profile "any", option "where"`) {
@@ -318,7 +319,7 @@ func TestNamespacesAManagerCannotList(t *testing.T) {
 	// Misspelt: an empty declared namespace would widen the watch to
 	// every namespace; refused naming it.
 	empty := baseConfig(hub)
-	empty.ProfileListFunc = func(context.Context) ([]spawner.Profile, error) { return nil, nil }
+	empty.ProfileListFunc = func(context.Context) ([]kubespawner.Profile, error) { return nil, nil }
 	empty.ProfileNamespaces = []string{"team-a", ""}
 	if _, err := New(Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: empty}); err == nil || !strings.Contains(err.Error(), "ProfileNamespaces[1]") {
 		t.Errorf("New with an empty ProfileNamespaces entry = %v, want a refusal naming it", err)
@@ -328,7 +329,7 @@ func TestNamespacesAManagerCannotList(t *testing.T) {
 	// A profile naming a namespace no namespace can be called is never
 	// watched (its starts are refused): the Manager becomes ready.
 	badName := baseConfig(hub)
-	badName.ProfileList = []spawner.Profile{{DisplayName: "Bad", Slug: "bad", KubeSpawnerOverride: map[string]any{"namespace": "Team A"}}}
+	badName.ProfileList = []kubespawner.Profile{{DisplayName: "Bad", Slug: "bad", KubeSpawnerOverride: map[string]any{"namespace": "Team A"}}}
 	bm, stopBad := runManager(t, Options{Config: badName})
 	if err := bm.WaitReady(ctx); err != nil {
 		t.Fatalf("a profile with an invalid namespace name kept the Manager from becoming ready: %v", err)
@@ -337,8 +338,8 @@ func TestNamespacesAManagerCannotList(t *testing.T) {
 
 	declared := newNamespace(t)
 	cfg = baseConfig(hub)
-	cfg.ProfileListFunc = func(context.Context) ([]spawner.Profile, error) {
-		return []spawner.Profile{
+	cfg.ProfileListFunc = func(context.Context) ([]kubespawner.Profile, error) {
+		return []kubespawner.Profile{
 			{DisplayName: "Declared", Slug: "declared", Default: true, KubeSpawnerOverride: map[string]any{"namespace": declared}},
 			{DisplayName: "Undeclared", Slug: "undeclared", KubeSpawnerOverride: map[string]any{"namespace": "kube-system"}},
 		}, nil
@@ -347,9 +348,9 @@ func TestNamespacesAManagerCannotList(t *testing.T) {
 	m, stop := runManager(t, Options{Config: cfg})
 	defer stop()
 	_, _, err = m.Spawn(ctx, naming.Server{Username: "carol"}, SpawnOptions{UserOptions: map[string]string{"profile": "undeclared"}})
-	var pe *spawner.ProfileError
+	var pe *kubespawner.ProfileError
 	if !errors.As(err, &pe) || !strings.Contains(err.Error(), `"kube-system"`) {
-		t.Fatalf("Spawn with an undeclared profile namespace = %v, want a *spawner.ProfileError naming it", err)
+		t.Fatalf("Spawn with an undeclared profile namespace = %v, want a *kubespawner.ProfileError naming it", err)
 	}
 	if _, _, err := m.Spawn(ctx, naming.Server{Username: "dave"}, SpawnOptions{Env: hubStart().Env}); err != nil {
 		t.Fatal(err)
@@ -370,7 +371,7 @@ func TestDeleteForeverForgetsAndWaitsForTheClaim(t *testing.T) {
 	cfg := baseConfig(hub)
 	cfg.StoragePVCEnsure = true
 	cfg.StorageCapacity = resource.MustParse("1Gi")
-	cfg.ProfileList = []spawner.Profile{
+	cfg.ProfileList = []kubespawner.Profile{
 		{DisplayName: "Here", Slug: "here", Default: true},
 		{DisplayName: "Elsewhere", Slug: "elsewhere", KubeSpawnerOverride: map[string]any{"namespace": other}},
 	}

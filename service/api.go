@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
@@ -44,7 +45,7 @@ type backend interface {
 	// Profiles is the profile list the options form offers (read-only):
 	// the service's own, or, when config is not empty, that of the hub's
 	// configuration (a bad one is a 400 naming the option).
-	Profiles(ctx context.Context, config json.RawMessage) ([]spawner.Profile, error)
+	Profiles(ctx context.Context, config json.RawMessage) ([]kubespawner.Profile, error)
 	// DeleteForever deletes a stopped server for good (JupyterHub's
 	// delete_forever: its claim when so configured); a server that is
 	// not stopped is a conflict.

@@ -11,9 +11,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/naming"
-	"github.com/spawnkit/spawnkit/spawner"
 )
 
 // TestBadNamesInPath: a user or server name no hub can have is 400 on
@@ -60,8 +60,8 @@ func TestBadNamesInPath(t *testing.T) {
 // TestManagerErrorsMapToStatus: what a caller's input causes is a 4xx
 // with the reason, not a 500.
 func TestManagerErrorsMapToStatus(t *testing.T) {
-	// A bad option is a *ConfigError from LoadConfig itself.
-	_, planErr := spawner.LoadConfig([]byte("image: x\nport: 70000"))
+	// A bad option is a *ConfigError from kubespawner.Load itself.
+	_, planErr := kubespawner.Load([]byte("image: x\nport: 70000"))
 	if planErr == nil {
 		t.Fatal("port 70000 loaded")
 	}
@@ -70,7 +70,7 @@ func TestManagerErrorsMapToStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, longErr := escape.Names(naming.Server{Username: strings.Repeat("é", 40)})
-	profiles, err := spawner.LoadConfig([]byte(`
+	profiles, err := kubespawner.Load([]byte(`
 image: x
 profile_list:
 - display_name: A

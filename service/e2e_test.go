@@ -34,9 +34,9 @@ import (
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/internal/testutil"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/reflector"
-	"github.com/spawnkit/spawnkit/spawner"
 )
 
 // e2eTimeout bounds each request (progress streams included) and each
@@ -135,7 +135,7 @@ func (e *e2eEnv) startServiceWith(t *testing.T, log logr.Logger, reg *prometheus
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := spawner.LoadConfig(data)
+	cfg, err := kubespawner.Load(data)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
@@ -18,7 +19,7 @@ type fakeBackend struct {
 	stops    []bool          // every Stop's now, in order
 	deleted  []serverID      // every DeleteForever's server, in order
 	seeds    []spawner.State // every Seed's state, in order
-	profiles []spawner.Profile
+	profiles []kubespawner.Profile
 	// notReady, when set, is what Ready answers.
 	notReady error
 }
@@ -161,7 +162,7 @@ func (f *fakeBackend) Seed(ctx context.Context, s serverID, st spawner.State) (s
 	return f.Poll(ctx, s)
 }
 
-func (f *fakeBackend) Profiles(context.Context, json.RawMessage) ([]spawner.Profile, error) {
+func (f *fakeBackend) Profiles(context.Context, json.RawMessage) ([]kubespawner.Profile, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.profiles, nil

@@ -9,9 +9,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
-
-	"github.com/spawnkit/spawnkit/spawner"
 )
 
 // The options form follows KubeSpawner's form.html: a radio "profile" per
@@ -81,7 +80,7 @@ type formUnlisted struct {
 // formProfiles fills in what KubeSpawner's profile initialisation does:
 // a slug from the display name, the first profile default when none is,
 // the first choice default when none is.
-func formProfiles(profiles []spawner.Profile) []formProfile {
+func formProfiles(profiles []kubespawner.Profile) []formProfile {
 	out := make([]formProfile, 0, len(profiles))
 	anyDefault := false
 	for _, p := range profiles {
@@ -123,7 +122,7 @@ func formProfiles(profiles []spawner.Profile) []formProfile {
 
 // renderForm renders the form; no profiles render nothing (JupyterHub
 // then shows no form).
-func renderForm(profiles []spawner.Profile) ([]byte, error) {
+func renderForm(profiles []kubespawner.Profile) ([]byte, error) {
 	if len(profiles) == 0 {
 		return nil, nil
 	}
@@ -161,7 +160,7 @@ func (a *api) optionsForm(w http.ResponseWriter, r *http.Request) error {
 // first "profile" value (the first profile's slug when there is none),
 // and every field "profile-option-<that slug>--<key>" gives user option
 // <key> its first value; other fields are dropped.
-func optionsFromForm(form map[string][]string, profiles []spawner.Profile) map[string]string {
+func optionsFromForm(form map[string][]string, profiles []kubespawner.Profile) map[string]string {
 	out := map[string]string{}
 	slug := ""
 	if v := form["profile"]; len(v) > 0 {
@@ -205,7 +204,7 @@ func (a *api) optionsFromForm(w http.ResponseWriter, r *http.Request) error {
 		}
 		form[k] = values
 	}
-	var profiles []spawner.Profile
+	var profiles []kubespawner.Profile
 	if len(form["profile"]) == 0 {
 		var err error
 		if profiles, err = a.b.Profiles(r.Context(), config); err != nil {

@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spawnkit/spawnkit/spawner"
+	"github.com/spawnkit/spawnkit/kubespawner"
 )
 
-// testProfiles is a profile list as LoadConfig reads it.
-func testProfiles(t *testing.T) []spawner.Profile {
+// testProfiles is a profile list as kubespawner.Load reads it.
+func testProfiles(t *testing.T) []kubespawner.Profile {
 	t.Helper()
-	cfg, err := spawner.LoadConfig([]byte(`
+	cfg, err := kubespawner.Load([]byte(`
 profile_list:
   - display_name: "Small <CPU> & co"
     description: "2 cores <b>only</b>"
@@ -89,7 +89,7 @@ func TestRenderForm(t *testing.T) {
 }
 
 func TestRenderFormFirstProfileDefault(t *testing.T) {
-	html, _ := renderForm([]spawner.Profile{{DisplayName: "A"}, {DisplayName: "B"}})
+	html, _ := renderForm([]kubespawner.Profile{{DisplayName: "A"}, {DisplayName: "B"}})
 	if !strings.Contains(string(html), `value="a" checked`) || strings.Contains(string(html), `value="b" checked`) {
 		t.Errorf("want the first profile checked when none is default:\n%s", html)
 	}
@@ -100,7 +100,7 @@ func TestOptionsFromForm(t *testing.T) {
 	cases := []struct {
 		name     string
 		form     map[string][]string
-		profiles []spawner.Profile
+		profiles []kubespawner.Profile
 		want     map[string]string
 	}{
 		{"chosen profile's options only", map[string][]string{

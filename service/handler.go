@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/spawner"
 )
@@ -221,7 +222,7 @@ func (a *api) seed(w http.ResponseWriter, r *http.Request) error {
 }
 
 // hubAttributes checks the attributes a hub set on its Spawner: only
-// spawner.HubAttributes, each a number or a string (JupyterHub's
+// kubespawner.HubAttributes, each a number or a string (JupyterHub's
 // cpu_limit is a float, mem_limit an int or a string with a unit); the
 // values themselves are checked as configuration values by the start.
 func hubAttributes(raw map[string]json.RawMessage) (map[string]any, error) {
@@ -230,9 +231,9 @@ func hubAttributes(raw map[string]json.RawMessage) (map[string]any, error) {
 	}
 	out := make(map[string]any, len(raw))
 	for k, v := range raw {
-		if !slices.Contains(spawner.HubAttributes, k) {
+		if !slices.Contains(kubespawner.HubAttributes, k) {
 			return nil, errBadRequest(reasonInvalidUserOptions,
-				fmt.Errorf("attributes[%q]: not an attribute the service takes; it takes %s", k, strings.Join(spawner.HubAttributes, ", ")))
+				fmt.Errorf("attributes[%q]: not an attribute the service takes; it takes %s", k, strings.Join(kubespawner.HubAttributes, ", ")))
 		}
 		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
 			continue // unset, as JupyterHub's None

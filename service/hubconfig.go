@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
@@ -179,7 +180,7 @@ const maxHubConfigs = 64
 // configuration with every start has it loaded, checked and its Factory
 // made once. Safe for concurrent use.
 type hubConfigs struct {
-	base   spawner.Config
+	base   kubespawner.Config
 	policy HubPolicy
 
 	mu    sync.Mutex
@@ -189,12 +190,12 @@ type hubConfigs struct {
 
 type hubConfig struct {
 	key [sha256.Size]byte
-	cfg *spawner.Config
+	cfg *kubespawner.Config
 }
 
 // load returns the configuration raw (a JSON object of option names)
 // sets over the base, checked, or a 400 naming the option.
-func (h *hubConfigs) load(raw json.RawMessage) (*spawner.Config, error) {
+func (h *hubConfigs) load(raw json.RawMessage) (*kubespawner.Config, error) {
 	if h.policy.Refuse {
 		return nil, errBadRequest(reasonInvalidConfig, errors.New(
 			"config: this service takes no configuration from the hub (hub_policy.refuse): remove the hub's KubeSpawner options, or let the operator allow them"))

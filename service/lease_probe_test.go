@@ -18,9 +18,9 @@ import (
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 	"github.com/spawnkit/spawnkit/internal/testutil"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/reflector"
-	"github.com/spawnkit/spawnkit/spawner"
 )
 
 // TestReadyzNamesAnUnreachableLease: a standby whose Lease rule is
@@ -130,9 +130,9 @@ func waitProbe(t *testing.T, probes http.Handler, code int, want string) string 
 	return body
 }
 
-func mustConfig(t *testing.T, yaml string) spawner.Config {
+func mustConfig(t *testing.T, yaml string) kubespawner.Config {
 	t.Helper()
-	cfg, err := spawner.LoadConfig([]byte(yaml))
+	cfg, err := kubespawner.Load([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}

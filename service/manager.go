@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -136,7 +137,7 @@ func (b *managerBackend) Events(ctx context.Context, s serverID) (<-chan progres
 	return out, nil
 }
 
-func (b *managerBackend) Profiles(ctx context.Context, config json.RawMessage) ([]spawner.Profile, error) {
+func (b *managerBackend) Profiles(ctx context.Context, config json.RawMessage) ([]kubespawner.Profile, error) {
 	cfg := b.m.Config()
 	if c := bytes.TrimSpace(config); len(c) > 0 && !bytes.Equal(c, []byte("null")) {
 		hc, err := b.hub.load(config)
@@ -163,7 +164,7 @@ func fromStatus(st manager.Status) serverStatus {
 // can act on is 404, 409 or 400, an unavailable cluster 503; the rest
 // stays a 500.
 func managerError(err error) error {
-	var pe *spawner.ProfileError
+	var pe *kubespawner.ProfileError
 	var se *spawner.StartError
 	switch {
 	case err == nil:
@@ -189,7 +190,7 @@ func managerError(err error) error {
 	case errors.As(err, &se) && se.Step == spawner.StepPlan:
 		// The options resolved to a configuration that cannot start.
 		return errBadRequest(reasonInvalidUserOptions, err)
-	case spawner.IsInvalidConfig(err):
+	case kubespawner.IsInvalidConfig(err):
 		// The user's choices made the configuration invalid.
 		return errBadRequest(reasonInvalidUserOptions, err)
 	case naming.IsInvalidName(err):

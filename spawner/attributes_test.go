@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -40,7 +41,7 @@ cpu_limit: 1
 		{"a profile's override wins", withProfiles, map[string]string{"profile": "big"}, "16Gi"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := LoadConfig([]byte(c.yaml))
+			cfg, err := kubespawner.Load([]byte(c.yaml))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +61,7 @@ cpu_limit: 1
 			}
 		})
 	}
-	cfg, err := LoadConfig([]byte(base))
+	cfg, err := kubespawner.Load([]byte(base))
 	if err != nil {
 		t.Fatal(err)
 	}

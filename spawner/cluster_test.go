@@ -10,13 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
 
 // clusterFactory is a Factory of cluster on a fake clientset: Plan and
 // the refusals need no API server.
-func clusterFactory(t *testing.T, cluster string, cfg Config) (*Factory, *fake.Clientset) {
+func clusterFactory(t *testing.T, cluster string, cfg kubespawner.Config) (*Factory, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewClientset()
 	reg, err := reflector.New(reflector.Options{Client: client})
@@ -31,9 +32,9 @@ func clusterFactory(t *testing.T, cluster string, cfg Config) (*Factory, *fake.C
 	return f, client
 }
 
-func mustLoad(t *testing.T, yaml string) Config {
+func mustLoad(t *testing.T, yaml string) kubespawner.Config {
 	t.Helper()
-	cfg, err := LoadConfig([]byte(yaml))
+	cfg, err := kubespawner.Load([]byte(yaml))
 	if err != nil {
 		t.Fatalf("%s: %v", yaml, err)
 	}
@@ -316,7 +317,7 @@ profile_list:
 				}
 				return
 			}
-			var pe *ProfileError
+			var pe *kubespawner.ProfileError
 			if !errors.As(err, &pe) || !errors.Is(err, ErrOtherCluster) {
 				t.Fatalf("Plan: %v; want a *ProfileError wrapping ErrOtherCluster", err)
 			}
@@ -344,12 +345,12 @@ profile_list:
 func TestClusterNames(t *testing.T) {
 	for _, tc := range []struct {
 		yaml    string
-		want    ClusterNames
+		want    kubespawner.ClusterNames
 		wantErr string
 	}{
-		{yaml: "kubernetes_cluster: gpu-eu", want: ClusterNames{"gpu-eu"}},
-		{yaml: "kubernetes_cluster: [gpu-eu, cpu-eu]", want: ClusterNames{"gpu-eu", "cpu-eu"}},
-		{yaml: "kubernetes_cluster: []", want: ClusterNames{}},
+		{yaml: "kubernetes_cluster: gpu-eu", want: kubespawner.ClusterNames{"gpu-eu"}},
+		{yaml: "kubernetes_cluster: [gpu-eu, cpu-eu]", want: kubespawner.ClusterNames{"gpu-eu", "cpu-eu"}},
+		{yaml: "kubernetes_cluster: []", want: kubespawner.ClusterNames{}},
 		{yaml: "kubernetes_cluster: null"},
 		{yaml: "image: base:1"},
 		{yaml: "kubernetes_cluster: GPU_EU", wantErr: "kubernetes_cluster[0]"},
@@ -360,7 +361,7 @@ func TestClusterNames(t *testing.T) {
 		{yaml: "kubernetes_cluster: {gpu: eu}", wantErr: "kubernetes_cluster"},
 		{yaml: "kubernetes_cluster: [gpu-eu, 7]", wantErr: "kubernetes_cluster"},
 	} {
-		cfg, err := LoadConfig([]byte(tc.yaml))
+		cfg, err := kubespawner.Load([]byte(tc.yaml))
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%s: err = %v, want one naming %s", tc.yaml, err, tc.wantErr)
@@ -376,19 +377,19 @@ func TestClusterNames(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		in   ClusterNames
+		in   kubespawner.ClusterNames
 		want string
-	}{{ClusterNames{"gpu-eu"}, `["gpu-eu"]`}, {ClusterNames{"gpu-eu", "cpu-eu"}, `["gpu-eu","cpu-eu"]`}} {
+	}{{kubespawner.ClusterNames{"gpu-eu"}, `["gpu-eu"]`}, {kubespawner.ClusterNames{"gpu-eu", "cpu-eu"}, `["gpu-eu","cpu-eu"]`}} {
 		b, err := json.Marshal(tc.in)
 		if err != nil || string(b) != tc.want {
 			t.Errorf("json.Marshal(%#v) = %s, %v; want %s", tc.in, b, err, tc.want)
 		}
 	}
 	// A Go-built Config is checked as a loaded one.
-	for _, names := range []ClusterNames{{"Bad"}, {"a", "a"}} {
-		f := Config{KubernetesCluster: names}.withDefaults()
+	for _, names := range []kubespawner.ClusterNames{{"Bad"}, {"a", "a"}} {
+		f := kubespawner.Config{KubernetesCluster: names}.WithDefaults()
 		f.Namespace = "ns"
-		if err := f.validate(); err == nil || !strings.Contains(err.Error(), "kubernetes_cluster[") {
+		if err := f.Validate(); err == nil || !strings.Contains(err.Error(), "kubernetes_cluster[") {
 			t.Errorf("Go-built %q: validate = %v, want an error naming kubernetes_cluster[i]", names, err)
 		}
 	}
@@ -419,32 +420,32 @@ profile_list:
         kubespawner_override: {kubernetes_cluster: "{value}"}
 `
 	loaded := mustLoad(t, yaml)
-	goBuilt := Config{
+	goBuilt := kubespawner.Config{
 		Namespace:         "jhub",
-		KubernetesCluster: ClusterNames{"cpu-eu", "cpu-us"},
-		ProfileList: []Profile{
+		KubernetesCluster: kubespawner.ClusterNames{"cpu-eu", "cpu-us"},
+		ProfileList: []kubespawner.Profile{
 			{DisplayName: "Base", Slug: "base"},
 			{DisplayName: "GPU", Slug: "gpu", KubeSpawnerOverride: map[string]any{"kubernetes_cluster": "gpu-eu"},
-				ProfileOptions: OrderedOptions{{Name: "where", ProfileOption: ProfileOption{DisplayName: "Where",
-					Choices: OrderedChoices{
-						{Key: "eu", Choice: Choice{DisplayName: "EU"}},
-						{Key: "us", Choice: Choice{DisplayName: "US", KubeSpawnerOverride: map[string]any{"kubernetes_cluster": []string{"gpu-us", "gpu-eu"}}}},
+				ProfileOptions: kubespawner.OrderedOptions{{Name: "where", ProfileOption: kubespawner.ProfileOption{DisplayName: "Where",
+					Choices: kubespawner.OrderedChoices{
+						{Key: "eu", Choice: kubespawner.Choice{DisplayName: "EU"}},
+						{Key: "us", Choice: kubespawner.Choice{DisplayName: "US", KubeSpawnerOverride: map[string]any{"kubernetes_cluster": []string{"gpu-us", "gpu-eu"}}}},
 					},
-					UnlistedChoice: &UnlistedChoice{Enabled: true, KubeSpawnerOverride: map[string]any{"kubernetes_cluster": "{value}"}},
+					UnlistedChoice: &kubespawner.UnlistedChoice{Enabled: true, KubeSpawnerOverride: map[string]any{"kubernetes_cluster": "{value}"}},
 				}}}},
 		},
 	}
-	noProfiles := Config{Namespace: "jhub", KubernetesCluster: ClusterNames{"cpu-eu", "cpu-us"}}
-	for name, cfg := range map[string]Config{"loaded": loaded, "Go-built": goBuilt, "Go-built, defaulted": goBuilt.withDefaults()} {
+	noProfiles := kubespawner.Config{Namespace: "jhub", KubernetesCluster: kubespawner.ClusterNames{"cpu-eu", "cpu-us"}}
+	for name, cfg := range map[string]kubespawner.Config{"loaded": loaded, "Go-built": goBuilt, "Go-built, defaulted": goBuilt.WithDefaults()} {
 		for _, tc := range []struct {
 			userOptions map[string]string
-			want        ClusterNames
+			want        kubespawner.ClusterNames
 			wantErr     string
 		}{
-			{userOptions: map[string]string{"profile": "base"}, want: ClusterNames{"cpu-eu", "cpu-us"}},
-			{userOptions: map[string]string{"profile": "gpu"}, want: ClusterNames{"gpu-eu"}},
-			{userOptions: map[string]string{"profile": "gpu", "where": "us"}, want: ClusterNames{"gpu-us", "gpu-eu"}},
-			{userOptions: map[string]string{"profile": "gpu", "where--unlisted-choice": "tpu-eu"}, want: ClusterNames{"tpu-eu"}},
+			{userOptions: map[string]string{"profile": "base"}, want: kubespawner.ClusterNames{"cpu-eu", "cpu-us"}},
+			{userOptions: map[string]string{"profile": "gpu"}, want: kubespawner.ClusterNames{"gpu-eu"}},
+			{userOptions: map[string]string{"profile": "gpu", "where": "us"}, want: kubespawner.ClusterNames{"gpu-us", "gpu-eu"}},
+			{userOptions: map[string]string{"profile": "gpu", "where--unlisted-choice": "tpu-eu"}, want: kubespawner.ClusterNames{"tpu-eu"}},
 			{userOptions: map[string]string{"profile": "gpu", "where--unlisted-choice": "TPU"}, wantErr: "kubernetes_cluster[0]"},
 		} {
 			got, err := cfg.Resolve(t.Context(), tc.userOptions)

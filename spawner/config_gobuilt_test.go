@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 )
@@ -119,8 +120,8 @@ profile_list:
 
 // goBuiltProfiles is goBuiltYAML's profile_list as a Go hub writes it:
 // with Go's own map, slice and number types in the overrides.
-func goBuiltProfiles() []Profile {
-	return []Profile{
+func goBuiltProfiles() []kubespawner.Profile {
+	return []kubespawner.Profile{
 		{DisplayName: "Small", KubeSpawnerOverride: map[string]any{"mem_limit": "1G"}},
 		{DisplayName: "Gold", Slug: "gold", KubeSpawnerOverride: map[string]any{
 			"slow_spawn_message_threshold": 60,
@@ -133,30 +134,30 @@ func goBuiltProfiles() []Profile {
 				"node_selector": map[string]string{"gpu": "true"},
 				"environment":   map[string]any{"DROP": nil, "GPU": "1"},
 			},
-			ProfileOptions: OrderedOptions{
-				{Name: "image", ProfileOption: ProfileOption{DisplayName: "Image",
-					Choices: OrderedChoices{
-						{Key: "torch", Choice: Choice{DisplayName: "PyTorch", KubeSpawnerOverride: map[string]any{"image": "torch:2"}}},
-						{Key: "tf", Choice: Choice{DisplayName: "TensorFlow", KubeSpawnerOverride: map[string]any{
+			ProfileOptions: kubespawner.OrderedOptions{
+				{Name: "image", ProfileOption: kubespawner.ProfileOption{DisplayName: "Image",
+					Choices: kubespawner.OrderedChoices{
+						{Key: "torch", Choice: kubespawner.Choice{DisplayName: "PyTorch", KubeSpawnerOverride: map[string]any{"image": "torch:2"}}},
+						{Key: "tf", Choice: kubespawner.Choice{DisplayName: "TensorFlow", KubeSpawnerOverride: map[string]any{
 							"image": "tf:2", "container_security_context": map[string]int{"runAsGroup": 100}}}},
 					},
-					UnlistedChoice: &UnlistedChoice{Enabled: true, DisplayName: "Other image",
+					UnlistedChoice: &kubespawner.UnlistedChoice{Enabled: true, DisplayName: "Other image",
 						ValidationRegex:     "quay.io/jupyter/.+:.+",
 						ValidationMessage:   "Must be a quay.io/jupyter image with a tag",
 						KubeSpawnerOverride: map[string]any{"image": "{value}", "extra_annotations": map[string]string{"image": "{value}"}}},
 				}},
-				{Name: "mem", ProfileOption: ProfileOption{DisplayName: "Memory",
-					Choices: OrderedChoices{
-						{Key: "s", Choice: Choice{DisplayName: "Small", KubeSpawnerOverride: map[string]any{"mem_limit": "2G"}}},
-						{Key: "l", Choice: Choice{DisplayName: "Large", Default: true, KubeSpawnerOverride: map[string]any{"mem_limit": "8G"}}},
+				{Name: "mem", ProfileOption: kubespawner.ProfileOption{DisplayName: "Memory",
+					Choices: kubespawner.OrderedChoices{
+						{Key: "s", Choice: kubespawner.Choice{DisplayName: "Small", KubeSpawnerOverride: map[string]any{"mem_limit": "2G"}}},
+						{Key: "l", Choice: kubespawner.Choice{DisplayName: "Large", Default: true, KubeSpawnerOverride: map[string]any{"mem_limit": "8G"}}},
 					},
-					UnlistedChoice: &UnlistedChoice{Enabled: true, KubeSpawnerOverride: map[string]any{"mem_limit": "{value}"}},
+					UnlistedChoice: &kubespawner.UnlistedChoice{Enabled: true, KubeSpawnerOverride: map[string]any{"mem_limit": "{value}"}},
 				}},
-				{Name: "gpus", ProfileOption: ProfileOption{DisplayName: "GPUs",
-					Choices: OrderedChoices{
-						{Key: "one", Choice: Choice{DisplayName: "One", KubeSpawnerOverride: map[string]any{
+				{Name: "gpus", ProfileOption: kubespawner.ProfileOption{DisplayName: "GPUs",
+					Choices: kubespawner.OrderedChoices{
+						{Key: "one", Choice: kubespawner.Choice{DisplayName: "One", KubeSpawnerOverride: map[string]any{
 							"extra_resource_limits": map[string]string{"nvidia.com/gpu": "1"}}}},
-						{Key: "two", Choice: Choice{DisplayName: "Two", KubeSpawnerOverride: map[string]any{
+						{Key: "two", Choice: kubespawner.Choice{DisplayName: "Two", KubeSpawnerOverride: map[string]any{
 							"extra_resource_limits": map[string]string{"nvidia.com/gpu": "2"}}}},
 					},
 				}},
@@ -166,8 +167,8 @@ func goBuiltProfiles() []Profile {
 
 // goBuiltConfig is goBuiltYAML built in Go, with profiles for its
 // profile list (static or from ProfileListFunc).
-func goBuiltConfig(ns string, profiles []Profile, dynamic bool) Config {
-	c := Config{
+func goBuiltConfig(ns string, profiles []kubespawner.Profile, dynamic bool) kubespawner.Config {
+	c := kubespawner.Config{
 		Namespace: ns,
 		Pod: manifest.PodSpec{
 			Image:                    "base:1",
@@ -189,7 +190,7 @@ func goBuiltConfig(ns string, profiles []Profile, dynamic bool) Config {
 		HubOptions:                map[string]json.RawMessage{"default_url": json.RawMessage(`"/lab"`)},
 	}
 	if dynamic {
-		c.ProfileListFunc = func(context.Context) ([]Profile, error) { return profiles, nil }
+		c.ProfileListFunc = func(context.Context) ([]kubespawner.Profile, error) { return profiles, nil }
 	} else {
 		c.ProfileList = profiles
 	}
@@ -200,18 +201,18 @@ func goBuiltConfig(ns string, profiles []Profile, dynamic bool) Config {
 // loaded one, is what the others must equal.
 func goBuiltWays(t *testing.T, ns string) []struct {
 	name string
-	cfg  Config
+	cfg  kubespawner.Config
 } {
 	t.Helper()
-	loaded, err := LoadConfig([]byte(strings.Replace(goBuiltYAML, "namespace: jhub", "namespace: "+ns, 1)))
+	loaded, err := kubespawner.Load([]byte(strings.Replace(goBuiltYAML, "namespace: jhub", "namespace: "+ns, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return []struct {
 		name string
-		cfg  Config
+		cfg  kubespawner.Config
 	}{
-		{"LoadConfig", loaded},
+		{"kubespawner.Load", loaded},
 		{"Go literal with ProfileList", goBuiltConfig(ns, goBuiltProfiles(), false)},
 		{"Go literal with ProfileListFunc", goBuiltConfig(ns, goBuiltProfiles(), true)},
 		{"Go literal with ProfileListFunc of the loaded profiles", goBuiltConfig(ns, loaded.ProfileList, true)},
@@ -242,26 +243,26 @@ var (
 // effective is c without what two equal configurations may differ in:
 // the hidden option values (compared through what they resolve to) and
 // the funcs (reflect.DeepEqual never equates two non-nil funcs).
-func effective(c Config) Config {
-	c.source = nil
+func effective(c kubespawner.Config) kubespawner.Config {
+	hidden(&c, "source").SetZero()
 	c.ProfileListFunc = nil
 	return c
 }
 
 // configJSON shows c, for a failure message.
-func configJSON(c Config) string {
+func configJSON(c kubespawner.Config) string {
 	data, _ := json.Marshal(struct {
-		Config
+		kubespawner.Config
 		Pod         manifest.PodSpec
 		HubOptions  map[string]json.RawMessage
-		Environment []EnvEntry
+		Environment []kubespawner.EnvEntry
 		Warnings    []string
-	}{c, c.Pod, c.HubOptions, c.environment, c.warnings})
+	}{c, c.Pod, c.HubOptions, hidden(&c, "environment").Interface().([]kubespawner.EnvEntry), c.Warnings()})
 	return string(data)
 }
 
 // configDiff shows got and want, for a failure message.
-func configDiff(got, want Config) string {
+func configDiff(got, want kubespawner.Config) string {
 	return "\n got: " + configJSON(got) + "\nwant: " + configJSON(want)
 }
 
@@ -297,13 +298,13 @@ func TestResolveGoBuiltConfig(t *testing.T) {
 					t.Errorf("%v: err = %v\nwant the loaded config's %v", opts, err, wantErr)
 					continue
 				}
-				var pe, wantPE *ProfileError
+				var pe, wantPE *kubespawner.ProfileError
 				if errors.As(err, &pe) != errors.As(wantErr, &wantPE) ||
 					pe != nil && (pe.Profile != wantPE.Profile || pe.Option != wantPE.Option || pe.Choice != wantPE.Choice) {
 					t.Errorf("%v: ProfileError %+v, want %+v", opts, pe, wantPE)
 				}
-				if IsInvalidConfig(err) != IsInvalidConfig(wantErr) {
-					t.Errorf("%v: IsInvalidConfig = %v, want %v", opts, IsInvalidConfig(err), IsInvalidConfig(wantErr))
+				if kubespawner.IsInvalidConfig(err) != kubespawner.IsInvalidConfig(wantErr) {
+					t.Errorf("%v: IsInvalidConfig = %v, want %v", opts, kubespawner.IsInvalidConfig(err), kubespawner.IsInvalidConfig(wantErr))
 				}
 			}
 		})
@@ -340,7 +341,7 @@ func TestResolveGoBuiltConfig(t *testing.T) {
 func TestPlanGoBuiltConfig(t *testing.T) {
 	server := naming.Server{Username: "Alice@example.com", Servername: "lab"}
 	ways := goBuiltWays(t, "jhub")
-	plan := func(t *testing.T, cfg Config, opts map[string]string) *Objects {
+	plan := func(t *testing.T, cfg kubespawner.Config, opts map[string]string) *Objects {
 		t.Helper()
 		o, err := Plan(t.Context(), server, cfg, StartOptions{UserOptions: opts, HubNamespace: "hub"})
 		if err != nil {
@@ -386,20 +387,20 @@ func TestGoBuiltConfigRefusedAtPlan(t *testing.T) {
 	server := naming.Server{Username: "alice"}
 	for _, tc := range []struct {
 		name string
-		edit func(c *Config)
+		edit func(c *kubespawner.Config)
 		key  string
 		// options choose the profile or choice edited, for Resolve.
 		options map[string]string
 	}{
-		{"a hub option that is not JSON", func(c *Config) { c.HubOptions["default_url"] = json.RawMessage(`/lab`) }, "default_url", nil},
-		{"a HubOptions entry that is no hub option", func(c *Config) { c.HubOptions["image"] = json.RawMessage(`"x:1"`) }, "image", nil},
-		{"an extra_pod_config value that is not JSON", func(c *Config) {
+		{"a hub option that is not JSON", func(c *kubespawner.Config) { c.HubOptions["default_url"] = json.RawMessage(`/lab`) }, "default_url", nil},
+		{"a HubOptions entry that is no hub option", func(c *kubespawner.Config) { c.HubOptions["image"] = json.RawMessage(`"x:1"`) }, "image", nil},
+		{"an extra_pod_config value that is not JSON", func(c *kubespawner.Config) {
 			c.Pod.ExtraPodConfig = manifest.Overrides{{Key: "dnsPolicy", Value: json.RawMessage(`Default`)}}
 		}, "extra_pod_config", nil},
-		{"a profile override that is not JSON", func(c *Config) {
+		{"a profile override that is not JSON", func(c *kubespawner.Config) {
 			c.ProfileList[0].KubeSpawnerOverride = map[string]any{"port": func() {}}
 		}, "profile_list[small].kubespawner_override", map[string]string{"profile": "small"}},
-		{"a choice's override that is not JSON", func(c *Config) {
+		{"a choice's override that is not JSON", func(c *kubespawner.Config) {
 			c.ProfileList[2].ProfileOptions[1].Choices[0].KubeSpawnerOverride = map[string]any{"mem_limit": make(chan int)}
 		}, "profile_list[data-science-gpu].profile_options[mem].choices[s].kubespawner_override", map[string]string{"mem": "s"}},
 	} {
@@ -407,7 +408,7 @@ func TestGoBuiltConfigRefusedAtPlan(t *testing.T) {
 			cfg := goBuiltConfig("jhub", goBuiltProfiles(), false)
 			tc.edit(&cfg)
 			_, err := Plan(t.Context(), server, cfg, StartOptions{HubNamespace: "hub"})
-			var ce *ConfigError
+			var ce *kubespawner.ConfigError
 			if !errors.As(err, &ce) || !strings.Contains(strings.Join(ce.Keys(), " "), tc.key) {
 				t.Fatalf("err = %v, want a ConfigError naming %s", err, tc.key)
 			}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -134,7 +135,7 @@ var kubespawnerRules = []configRule{
 			if want.Pod == nil || len(want.Pod.Spec.Containers) == 0 {
 				return false
 			}
-			names := DefaultSecretEnv
+			names := kubespawner.DefaultSecretEnv
 			if raw, ok := in.config.get("secret_env"); ok {
 				_ = json.Unmarshal(raw, &names)
 			}
@@ -545,14 +546,14 @@ func unvalidatedUnlisted(in *caseInput) []string {
 
 // unknownOptions are the keys, at the top level and in every override
 // dictionary of the profile list (profiles, choices, unlisted choices),
-// that LoadConfig does not know as options.
+// that kubespawner.Load does not know as options.
 func unknownOptions(in *caseInput) []string {
 	var out []string
 	unknown := func(key string, value json.RawMessage) bool {
 		one, _ := json.Marshal(map[string]json.RawMessage{key: value})
 		// The decoder's own message for an option it does not know (not a
 		// template's unknown {field}).
-		_, err := LoadConfig(one)
+		_, err := kubespawner.Load(one)
 		return err != nil && strings.Contains(err.Error(), `unknown option "`+key+`"`)
 	}
 	for _, e := range in.config.kvs {

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/vectorrules"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -50,7 +51,7 @@ type configCase struct {
 }
 
 // TestConfigVectors runs each KubeSpawner configuration of the reference
-// vectors through LoadConfig, Resolve and Plan and compares the names,
+// vectors through kubespawner.Load, Resolve and Plan and compares the names,
 // objects, env and URL with what the real KubeSpawner made. Deliberate
 // differences are the rules of kubespawnerRules (configrules_test.go).
 func TestConfigVectors(t *testing.T) {
@@ -116,7 +117,7 @@ func runConfigCase(t *testing.T, c configCase, hubVersion string) []string {
 		t.Fatal(err)
 	}
 	stage := "init"
-	cfg, err := LoadConfig(cfgJSON)
+	cfg, err := kubespawner.Load(cfgJSON)
 	var objs *Objects
 	if err == nil {
 		server := naming.Server{Username: c.User.Name, Servername: c.ServerName, UserID: c.User.ID}
@@ -124,7 +125,7 @@ func runConfigCase(t *testing.T, c configCase, hubVersion string) []string {
 		uo := c.UserOptions
 		if c.FormData != nil {
 			var fuo map[string]string
-			fuo, err = OptionsFromForm(cfg, c.FormData)
+			fuo, err = kubespawner.OptionsFromForm(cfg, c.FormData)
 			uo = map[string]any{}
 			for k, v := range fuo {
 				uo[k] = v
@@ -403,13 +404,13 @@ func orderedEnv(t *testing.T, raw json.RawMessage) []corev1.EnvVar {
 
 // orderedEnvJSON is the expected get_env() dict as (name, JSON value)
 // pairs in order; Objects.Env is compared in the same form.
-func orderedEnvJSON(t *testing.T, raw json.RawMessage) []EnvEntry {
+func orderedEnvJSON(t *testing.T, raw json.RawMessage) []kubespawner.EnvEntry {
 	t.Helper()
-	var out []EnvEntry
+	var out []kubespawner.EnvEntry
 	for _, e := range orderedMap(t, raw).kvs {
 		var v any
 		_ = json.Unmarshal(e.Value, &v)
-		out = append(out, EnvEntry{Name: e.Key, Value: v})
+		out = append(out, kubespawner.EnvEntry{Name: e.Key, Value: v})
 	}
 	return out
 }

@@ -10,33 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 )
-
-func TestEventRulesFirstMatchDecides(t *testing.T) {
-	rules := compileEventRules([]EventMessageRule{
-		{Reason: "Scheduled", Match: `to (?P<node>\S+)$`, Replace: "Your server was placed on ${node}"},
-		{Reason: "Pulling", Drop: true},
-		{Match: `(?i)back-off.*`, Replace: "Retrying: $0"},
-		{Reason: "Started", Replace: "Your server is starting"},
-	})
-	for _, c := range []struct {
-		reason, message, want string
-		keep                  bool
-	}{
-		{"Scheduled", "Successfully assigned jhub/jupyter-ada to node-1", "Your server was placed on node-1", true},
-		{"Scheduled", "no match here", "no match here", true},
-		{"Pulling", "Pulling image \"x\"", "", false},
-		{"BackOff", "Back-off pulling image", "Retrying: Back-off pulling image", true},
-		{"Started", "Started container notebook", "Your server is starting", true},
-		{"Created", "Created container notebook", "Created container notebook", true},
-	} {
-		got, keep := rules.message(c.reason, c.message)
-		if got != c.want || keep != c.keep {
-			t.Errorf("%s %q: %q, %v; want %q, %v", c.reason, c.message, got, keep, c.want, c.keep)
-		}
-	}
-}
 
 func TestEventRulesAreChecked(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
@@ -45,8 +21,8 @@ func TestEventRulesAreChecked(t *testing.T) {
 		{"event_message_rules: [{reason: Scheduled}]", "event_message_rules[0].replace"},
 		{"event_message_rules: [{reson: Scheduled, drop: true}]", "reson"},
 	} {
-		if _, err := LoadConfig([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("LoadConfig(%s) = %v, want an error naming %s", c.yaml, err, c.want)
+		if _, err := kubespawner.Load([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("kubespawner.Load(%s) = %v, want an error naming %s", c.yaml, err, c.want)
 		}
 	}
 }
@@ -60,9 +36,9 @@ func TestProgressMessagesOperatorsShape(t *testing.T) {
 		ns := newNamespace(t)
 		cfg := baseConfig(ns)
 		if drop {
-			cfg.EventMessageRules = []EventMessageRule{{Reason: "Scheduled", Drop: true}}
+			cfg.EventMessageRules = []kubespawner.EventMessageRule{{Reason: "Scheduled", Drop: true}}
 		} else {
-			cfg.EventMessageRules = []EventMessageRule{{Reason: "Scheduled", Match: `to (\S+)$`, Replace: "Your server was placed on $1"}}
+			cfg.EventMessageRules = []kubespawner.EventMessageRule{{Reason: "Scheduled", Match: `to (\S+)$`, Replace: "Your server was placed on $1"}}
 		}
 		reg := sharedRegistry(t)
 		s, err := New(naming.Server{Username: "ada"}, Options{Client: cluster.Client, Registry: reg, Config: cfg, Hooks: Hooks{

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -27,7 +28,7 @@ func ExampleFactory() {
 		log.Fatal(err)
 	}
 	defer registry.Close()
-	cfg, err := spawner.LoadConfig([]byte("image: quay.io/jupyter/base-notebook:2024-01-01\n"))
+	cfg, err := kubespawner.Load([]byte("image: quay.io/jupyter/base-notebook:2024-01-01\n"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func ExampleFactory() {
 
 	opts := spawner.StartOptions{UserOptions: map[string]string{"profile": "default"}}
 	plan, err := s.Plan(ctx, opts)
-	var perr *spawner.ProfileError
+	var perr *kubespawner.ProfileError
 	if errors.As(err, &perr) {
 		fmt.Println("bad choice:", perr) // nothing was created
 		return

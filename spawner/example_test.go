@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/spawner"
 )
@@ -11,7 +12,7 @@ import (
 // Plan renders what a Start would create, with no cluster: here a
 // KubeSpawner configuration with a profile that moves the port.
 func ExamplePlan() {
-	cfg, err := spawner.LoadConfig([]byte(`
+	cfg, err := kubespawner.Load([]byte(`
 namespace: jhub
 image: quay.io/jupyter/base-notebook:2024-01-01
 cmd: [jupyterhub-singleuser]

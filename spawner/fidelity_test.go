@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -19,7 +20,7 @@ import (
 // server in namespace jhub.
 func planYAML(t *testing.T, yaml string, opts StartOptions) (*Objects, error) {
 	t.Helper()
-	cfg, err := LoadConfig([]byte(yaml))
+	cfg, err := kubespawner.Load([]byte(yaml))
 	if err != nil {
 		return nil, err
 	}
@@ -202,12 +203,12 @@ func TestEmptyProfileInFormIsNoProfile(t *testing.T) {
 		{"profile-option-a--image": {"x"}},
 		{"profile": {}},
 	} {
-		got, err := OptionsFromForm(Config{}, form)
+		got, err := kubespawner.OptionsFromForm(kubespawner.Config{}, form)
 		if err != nil || len(got) != 0 {
 			t.Errorf("OptionsFromForm(%v) = %v, %v; want {}", form, got, err)
 		}
 	}
-	got, _ := OptionsFromForm(Config{}, map[string][]string{"profile": {"a"}, "profile-option-a--image": {"x"}, "profile-option-b--image": {"y"}})
+	got, _ := kubespawner.OptionsFromForm(kubespawner.Config{}, map[string][]string{"profile": {"a"}, "profile-option-a--image": {"x"}, "profile-option-b--image": {"y"}})
 	if len(got) != 2 || got["profile"] != "a" || got["image"] != "x" {
 		t.Errorf("OptionsFromForm = %v, want profile a and its image", got)
 	}
@@ -287,8 +288,8 @@ func TestUnknownOverrideKeysAtLoad(t *testing.T) {
 		{"profile_list:\n- display_name: a\n  profile_options:\n    o:\n      display_name: o\n      choices: {c: {display_name: c, kubespawner_override: {nope: 1}}}\n", "nope"},
 		{"profile_list:\n- display_name: a\n  profile_options:\n    o:\n      display_name: o\n      unlisted_choice: {enabled: true, kubespawner_override: {imgae: \"{value}\"}}\n", "imgae"},
 	} {
-		if _, err := LoadConfig([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.key) {
-			t.Errorf("%s: LoadConfig = %v, want an error naming %q", c.yaml, err, c.key)
+		if _, err := kubespawner.Load([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.key) {
+			t.Errorf("%s: kubespawner.Load = %v, want an error naming %q", c.yaml, err, c.key)
 		}
 	}
 }

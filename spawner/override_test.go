@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/utils/ptr"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 )
@@ -44,23 +45,23 @@ func TestOverride(t *testing.T) {
 	srv := naming.Server{Username: "ada", UserID: 7}
 	loaded := mustLoad(t, overrideYAML)
 	uid := func(naming.Server) *int64 { return ptr.To[int64](1234) }
-	goBuilt := Config{
+	goBuilt := kubespawner.Config{
 		Namespace:    "jhub",
 		Pod:          manifest.PodSpec{Image: "quay.io/jupyter/base-notebook:1"},
 		PodConnectIP: "{username}.us.example.org",
 		ExtraLabels:  map[string]string{"team": "data", "tier": "free"},
 		Environment:  map[string]string{"A": "1", "B": "2"},
 		UIDFunc:      uid,
-		ProfileList: []Profile{
+		ProfileList: []kubespawner.Profile{
 			{DisplayName: "Big", Slug: "big", Default: true, KubeSpawnerOverride: map[string]any{"mem_limit": "2G"}},
 			{DisplayName: "Custom image", Slug: "custom", KubeSpawnerOverride: map[string]any{"image": "custom:1"}},
 		},
 	}
 	dynamic := goBuilt
 	dynamic.ProfileList = nil
-	dynamic.ProfileListFunc = func(context.Context) ([]Profile, error) { return goBuilt.ProfileList, nil }
-	for name, base := range map[string]Config{
-		"loaded": loaded, "Go-built": goBuilt, "Go-built, defaulted": goBuilt.withDefaults(), "Go-built with ProfileListFunc": dynamic,
+	dynamic.ProfileListFunc = func(context.Context) ([]kubespawner.Profile, error) { return goBuilt.ProfileList, nil }
+	for name, base := range map[string]kubespawner.Config{
+		"loaded": loaded, "Go-built": goBuilt, "Go-built, defaulted": goBuilt.WithDefaults(), "Go-built with ProfileListFunc": dynamic,
 	} {
 		t.Run(name, func(t *testing.T) {
 			before := base.Resolve // the original's answers, compared after the override
@@ -72,7 +73,7 @@ func TestOverride(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if eu.resolved {
+			if hidden(&eu, "resolved").Bool() {
 				t.Error("Override's result is marked resolved")
 			}
 			if len(eu.ProfileList) != len(base.ProfileList) || (eu.ProfileListFunc == nil) != (base.ProfileListFunc == nil) {
@@ -176,7 +177,7 @@ func TestOverrideRefusesBadValues(t *testing.T) {
 				t.Errorf("%v: %v does not name %s", tc.overrides, err, want)
 			}
 		}
-		if tc.invalid && !IsInvalidConfig(err) {
+		if tc.invalid && !kubespawner.IsInvalidConfig(err) {
 			t.Errorf("%v: %v is not a *ConfigError", tc.overrides, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
@@ -117,7 +118,7 @@ func FuzzNoTakeover(f *testing.F) {
 	f.Add("Alice", "x", "alice", "x")
 	f.Fuzz(func(t *testing.T, u1, s1, u2, s2 string) {
 		a, b := naming.Server{Username: u1, Servername: s1}, naming.Server{Username: u2, Servername: s2}
-		cfg := Config{Namespace: "ns", Pod: baseConfig("ns").Pod, StoragePVCEnsure: true, StorageCapacity: resource.MustParse("1Gi")}
+		cfg := kubespawner.Config{Namespace: "ns", Pod: baseConfig("ns").Pod, StoragePVCEnsure: true, StorageCapacity: resource.MustParse("1Gi")}
 		oa, err := Plan(t.Context(), a, cfg, StartOptions{SSL: &SSL{Key: []byte("k"), Cert: []byte("c")}})
 		if err != nil {
 			return // names the templates cannot render are rejected before any API call

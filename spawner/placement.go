@@ -6,8 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
-
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
@@ -33,43 +32,6 @@ func (e *PlacementError) Error() string {
 	}
 	return fmt.Sprintf("spawner: pod %s/%s claims server %q of user %q, whose objects are only in namespace %s (a namespace that held servers before a configuration change belongs in retired_namespaces): not trusted",
 		e.Namespace, e.Pod, e.Server.Servername, e.Server.Username, strings.Join(e.WantNamespaces, ", "))
-}
-
-// profileNamespaces are the namespaces a profile override can put a
-// server in (kubespawner_override "namespace", a literal in KubeSpawner,
-// never expanded), from the static profile list or, with
-// ProfileListFunc, as ProfileNamespaces declares them. open names the
-// first unlisted choice whose override makes the namespace the user's
-// typed value: no list can hold those.
-func (c *Config) profileNamespaces() (namespaces []string, open string) {
-	if c.ProfileListFunc != nil {
-		return slices.Clone(c.ProfileNamespaces), ""
-	}
-	add := func(o map[string]any) {
-		// A name no namespace can have is refused when the profile is
-		// chosen (its objects cannot be made); it is never watched.
-		if ns, ok := o["namespace"].(string); ok && len(validation.IsDNS1123Label(ns)) == 0 && !slices.Contains(namespaces, ns) {
-			namespaces = append(namespaces, ns)
-		}
-	}
-	for _, p := range c.ProfileList {
-		add(p.KubeSpawnerOverride)
-		for _, opt := range p.ProfileOptions {
-			for _, ch := range opt.Choices {
-				add(ch.KubeSpawnerOverride)
-			}
-			if u := opt.UnlistedChoice; u != nil && u.Enabled {
-				if ns, ok := u.KubeSpawnerOverride["namespace"].(string); ok && strings.Contains(ns, "{value}") {
-					if open == "" {
-						open = fmt.Sprintf("profile %q, option %q", p.Slug, opt.Name)
-					}
-					continue
-				}
-				add(u.KubeSpawnerOverride)
-			}
-		}
-	}
-	return namespaces, open
 }
 
 // Namespaces are the namespaces this Factory's servers can be in: the
@@ -190,10 +152,10 @@ func (f *Factory) TrustsNamespace(server naming.Server, namespace string) bool {
 // checkProfileNamespace refuses a start whose profile (from
 // ProfileListFunc) puts the server in a namespace ProfileNamespaces does
 // not declare: its objects would be where nothing trusts or watches them.
-func checkProfileNamespace(base *Config, ns, own string, server naming.Server) error {
+func checkProfileNamespace(base *kubespawner.Config, ns, own string, server naming.Server) error {
 	if base.ProfileListFunc == nil || ns == base.Namespace || ns == own || slices.Contains(base.ProfileNamespaces, ns) {
 		return nil
 	}
-	return &ProfileError{Msg: fmt.Sprintf("the profile puts server %q of user %q in namespace %q, which Config.ProfileNamespaces does not declare (declared: %q)",
+	return &kubespawner.ProfileError{Msg: fmt.Sprintf("the profile puts server %q of user %q in namespace %q, which Config.ProfileNamespaces does not declare (declared: %q)",
 		server.Servername, server.Username, ns, base.ProfileNamespaces)}
 }

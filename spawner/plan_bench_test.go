@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 )
@@ -14,9 +15,9 @@ import (
 // every Start does before its first API call: the configuration is
 // validated and the names are made once, when the Spawner is made.
 func BenchmarkPlan(b *testing.B) {
-	cfg := Config{Namespace: "jhub", Cmd: []string{"jupyterhub-singleuser"}, Pod: manifest.PodSpec{Image: "quay.io/jupyter/base-notebook:latest"}}
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg := kubespawner.Config{Namespace: "jhub", Cmd: []string{"jupyterhub-singleuser"}, Pod: manifest.PodSpec{Image: "quay.io/jupyter/base-notebook:latest"}}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
 	}
 	namer := testNamer(b, &cfg, "jhub")
@@ -40,7 +41,7 @@ func BenchmarkPlan(b *testing.B) {
 		s := servers[i%len(servers)]
 		i++
 		st := State{PodName: s.names.Pod, Namespace: s.names.Namespace, DNSName: s.names.DNS}
-		if _, err := plan(ctx, s.srv, &cfg, &s.names, &st, &StartOptions{}, "0123456789abcdef", ""); err != nil {
+		if _, err := plan(ctx, &planInput{server: s.srv, base: &cfg, names: &s.names, state: &st, opts: &StartOptions{}, startID: "0123456789abcdef"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -48,9 +49,9 @@ func BenchmarkPlan(b *testing.B) {
 
 // testNamer is the namer a Spawner makes from the defaulted cfg, with
 // hubNS as the hub's namespace.
-func testNamer(tb testing.TB, cfg *Config, hubNS string) *naming.Namer {
+func testNamer(tb testing.TB, cfg *kubespawner.Config, hubNS string) *naming.Namer {
 	tb.Helper()
-	nopts, err := cfg.namingOptions()
+	nopts, err := cfg.NamingOptions()
 	if err != nil {
 		tb.Fatal(err)
 	}

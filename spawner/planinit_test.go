@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -15,7 +16,7 @@ func TestPlanInitBeforeProfiles(t *testing.T) {
 	server := naming.Server{Username: "pat", UserID: 19}
 	plan := func(t *testing.T, yaml string) (*Objects, error) {
 		t.Helper()
-		cfg, err := LoadConfig([]byte(yaml))
+		cfg, err := kubespawner.Load([]byte(yaml))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +57,7 @@ profile_list:
 	})
 	t.Run("profile port 0", func(t *testing.T) {
 		_, err := plan(t, "profile_list:\n- display_name: zero\n  kubespawner_override:\n    port: 0\n")
-		if !IsInvalidConfig(err) || !strings.Contains(err.Error(), "port") {
+		if !kubespawner.IsInvalidConfig(err) || !strings.Contains(err.Error(), "port") {
 			t.Errorf("err = %v, want a *ConfigError naming port", err)
 		}
 	})
@@ -65,7 +66,7 @@ profile_list:
 // TestPlanUnlistedChoiceWithoutProfile: validation_regex holds when the
 // user options name no profile (KubeSpawner skips it then).
 func TestPlanUnlistedChoiceWithoutProfile(t *testing.T) {
-	cfg, err := LoadConfig([]byte(`
+	cfg, err := kubespawner.Load([]byte(`
 profile_list:
 - display_name: Custom
   profile_options:
@@ -99,12 +100,12 @@ func TestPlanLeavesItsConfigUnchanged(t *testing.T) {
 		"working_dir: /home/{username}/work\nport: 0\n",
 		"profile_list:\n- display_name: small\n  kubespawner_override: {cpu_limit: 1, working_dir: '/srv/{username}'}\n- display_name: large\n  default: true\n  kubespawner_override: {cpu_limit: 4}\n",
 	} {
-		load := func() *Config {
-			c, err := LoadConfig([]byte(yaml))
+		load := func() *kubespawner.Config {
+			c, err := kubespawner.Load([]byte(yaml))
 			if err != nil {
 				t.Fatal(err)
 			}
-			c = c.withDefaults()
+			c = c.WithDefaults()
 			c.Namespace = "hub"
 			return &c
 		}
@@ -117,7 +118,7 @@ func TestPlanLeavesItsConfigUnchanged(t *testing.T) {
 		}
 		st := State{PodName: names.Pod, Namespace: names.Namespace, DNSName: names.DNS}
 		for range 2 {
-			if _, err := plan(t.Context(), srv, cfg, &names, &st, &StartOptions{UserOptions: map[string]string{}}, "0123456789abcdef", ""); err != nil {
+			if _, err := plan(t.Context(), &planInput{server: srv, base: cfg, names: &names, state: &st, opts: &StartOptions{UserOptions: map[string]string{}}, startID: "0123456789abcdef"}); err != nil {
 				t.Fatalf("%q: %v", yaml, err)
 			}
 		}
@@ -128,7 +129,7 @@ func TestPlanLeavesItsConfigUnchanged(t *testing.T) {
 			t.Fatal(err)
 		}
 		ost := State{PodName: onames.Pod, Namespace: onames.Namespace, DNSName: onames.DNS}
-		o, err := plan(t.Context(), other, cfg, &onames, &ost, &StartOptions{}, "0123456789abcdef", "")
+		o, err := plan(t.Context(), &planInput{server: other, base: cfg, names: &onames, state: &ost, opts: &StartOptions{}, startID: "0123456789abcdef"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
@@ -140,24 +141,24 @@ func TestRetryableIsAnAllowList(t *testing.T) {
 }
 
 func TestDeleteGracePeriodZeroMeansZero(t *testing.T) {
-	c, err := LoadConfig([]byte("delete_grace_period: 0\nimage: x\n"))
+	c, err := kubespawner.Load([]byte("delete_grace_period: 0\nimage: x\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := c.withDefaults().DeleteGracePeriod; d == nil || *d != 0 {
+	if d := c.WithDefaults().DeleteGracePeriod; d == nil || *d != 0 {
 		t.Fatalf("delete_grace_period 0 became %v", d)
 	}
-	if d := (Config{}).withDefaults().DeleteGracePeriod; d == nil || *d != 1 {
+	if d := (kubespawner.Config{}).WithDefaults().DeleteGracePeriod; d == nil || *d != 1 {
 		t.Fatalf("unset delete_grace_period is %v, want the default 1", d)
 	}
 }
 
 func TestPlanRejectsWhatCanOnlyFailLater(t *testing.T) {
-	for key, mutate := range map[string]func(*Config){
-		"port":                    func(c *Config) { c.Port = 70000 },
-		"start_timeout":           func(c *Config) { c.StartTimeout = -1 },
-		"k8s_api_request_timeout": func(c *Config) { c.K8sAPIRequestTimeout = -3 },
-		"extra_labels":            func(c *Config) { c.ExtraLabels = map[string]string{"bad key!": "x"} },
+	for key, mutate := range map[string]func(*kubespawner.Config){
+		"port":                    func(c *kubespawner.Config) { c.Port = 70000 },
+		"start_timeout":           func(c *kubespawner.Config) { c.StartTimeout = -1 },
+		"k8s_api_request_timeout": func(c *kubespawner.Config) { c.K8sAPIRequestTimeout = -3 },
+		"extra_labels":            func(c *kubespawner.Config) { c.ExtraLabels = map[string]string{"bad key!": "x"} },
 	} {
 		cfg := baseConfig("ns")
 		mutate(&cfg)
@@ -171,7 +172,7 @@ func TestPlanRejectsWhatCanOnlyFailLater(t *testing.T) {
 // MEM_LIMIT/CPU_LIMIT variables gets them from the configuration, in
 // JupyterHub's format; a hub that does keeps its own.
 func TestDerivedLimitEnv(t *testing.T) {
-	cfg, err := LoadConfig([]byte("image: base:1\nmem_limit: 2.5G\nmem_guarantee: 1G\ncpu_limit: 2\ncpu_guarantee: 0.25\n"))
+	cfg, err := kubespawner.Load([]byte("image: base:1\nmem_limit: 2.5G\nmem_guarantee: 1G\ncpu_limit: 2\ncpu_guarantee: 0.25\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,68 +1,15 @@
 package spawner
 
 import (
-	"fmt"
 	"strings"
-
-	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/spawnkit/spawnkit/naming"
 )
 
-// retiredTemplate reports whether a retired_namespaces entry is a
-// template (rendered per server) rather than a namespace's name.
-func retiredTemplate(entry string) bool { return strings.Contains(entry, "{") }
-
-// retiredNamer renders a templated retired namespace for a server, as
-// user_namespace_template would have: with the configuration's slug
-// scheme, syntax and hub namespace.
-func (c *Config) retiredNamer(tmpl string) (*naming.Namer, error) {
-	o, err := c.namingOptions()
-	if err != nil {
-		return nil, err
-	}
-	o.UserNamespaces, o.NamespaceTemplate = true, tmpl
-	return naming.New(o)
-}
-
-// validateRetired checks retired_namespaces: each entry a namespace's
-// name or a template that parses. An empty entry would widen the watch
-// to every namespace, so it is refused.
-func (c *Config) validateRetired() field.ErrorList {
-	var errs field.ErrorList
-	for i, ns := range c.RetiredNamespaces {
-		path := field.NewPath("retired_namespaces").Index(i)
-		switch {
-		case ns == "":
-			errs = append(errs, field.Required(path, "a namespace's name, or a template such as \"{hubnamespace}-{username}\""))
-		case retiredTemplate(ns):
-			if _, err := c.retiredNamer(ns); err != nil {
-				errs = append(errs, field.Invalid(path, ns, fmt.Sprintf("not a namespace template: %v", err)))
-			}
-		default:
-			for _, msg := range validation.IsDNS1123Label(ns) {
-				errs = append(errs, field.Invalid(path, ns, msg))
-			}
-		}
-	}
-	return errs
-}
-
 // setRetired splits retired_namespaces into names and namers.
-func (f *Factory) setRetired() error {
-	for _, ns := range f.cfg.RetiredNamespaces {
-		if !retiredTemplate(ns) {
-			f.retired = append(f.retired, ns)
-			continue
-		}
-		n, err := f.cfg.retiredNamer(ns)
-		if err != nil {
-			return fmt.Errorf("spawner: retired_namespaces %q: %w", ns, err)
-		}
-		f.retiredNamers = append(f.retiredNamers, n)
-	}
-	return nil
+func (f *Factory) setRetired() (err error) {
+	f.retired, f.retiredNamers, err = f.cfg.Retired()
+	return err
 }
 
 // userNamespaceSentinel is a user name every slug scheme keeps as it is,

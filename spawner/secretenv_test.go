@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/testutil"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
@@ -116,18 +117,18 @@ func TestSecretEnvConfigIsChecked(t *testing.T) {
 		{"secret_env: [\"BAD KEY\"]", "secret_env[0]"},
 		{"secret_env: [A, A]", "secret_env[1]: Duplicate"},
 	} {
-		_, err := LoadConfig([]byte(c.yaml))
+		_, err := kubespawner.Load([]byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("LoadConfig(%s) = %v, want an error naming %s", c.yaml, err, c.want)
+			t.Errorf("kubespawner.Load(%s) = %v, want an error naming %s", c.yaml, err, c.want)
 		}
 	}
-	cfg, err := LoadConfig([]byte("secret_env: []"))
+	cfg, err := kubespawner.Load([]byte("secret_env: []"))
 	if err != nil || cfg.SecretEnv == nil || len(cfg.SecretEnv) != 0 {
 		t.Errorf("secret_env: [] loads as %#v, %v; want an empty list (not the default)", cfg.SecretEnv, err)
 	}
-	cfg, err = LoadConfig([]byte("secret_env: null"))
-	if err != nil || cfg.withDefaults().SecretEnv[0] != "JUPYTERHUB_API_TOKEN" {
-		t.Errorf("secret_env: null = %#v, %v; want the default", cfg.withDefaults().SecretEnv, err)
+	cfg, err = kubespawner.Load([]byte("secret_env: null"))
+	if err != nil || cfg.WithDefaults().SecretEnv[0] != "JUPYTERHUB_API_TOKEN" {
+		t.Errorf("secret_env: null = %#v, %v; want the default", cfg.WithDefaults().SecretEnv, err)
 	}
 }
 
@@ -136,13 +137,13 @@ func TestFatalReasonSparesTheStartsOwnEnvSecret(t *testing.T) {
 		return reflector.NewPod(&corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
 			Name: "notebook", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: msg}}}}}})
 	}
-	if r, _ := fatalReason(waiting(`secret "jupyter-alice.env" not found`), DefaultFatalReasons, "jupyter-alice.env"); r != "" {
+	if r, _ := fatalReason(waiting(`secret "jupyter-alice.env" not found`), kubespawner.DefaultFatalReasons, "jupyter-alice.env"); r != "" {
 		t.Errorf("the start's own Secret, looked for before the start created it: fatal %s", r)
 	}
-	if r, _ := fatalReason(waiting(`secret "someone-elses" not found`), DefaultFatalReasons, "jupyter-alice.env"); r != "CreateContainerConfigError" {
+	if r, _ := fatalReason(waiting(`secret "someone-elses" not found`), kubespawner.DefaultFatalReasons, "jupyter-alice.env"); r != "CreateContainerConfigError" {
 		t.Errorf("another missing Secret: reason %q, want fatal", r)
 	}
-	if r, _ := fatalReason(waiting(`couldn't find key X in Secret ns/jupyter-alice.env`), DefaultFatalReasons, "jupyter-alice.env"); r == "" {
+	if r, _ := fatalReason(waiting(`couldn't find key X in Secret ns/jupyter-alice.env`), kubespawner.DefaultFatalReasons, "jupyter-alice.env"); r == "" {
 		t.Error("a missing key of the start's Secret is not a race: it must stay fatal")
 	}
 }

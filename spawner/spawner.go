@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
@@ -86,7 +87,7 @@ type Options struct {
 	Registry *reflector.Registry
 	// Config is the server's base configuration; each Start resolves its
 	// user options (profiles) on it.
-	Config Config
+	Config kubespawner.Config
 	Hooks  Hooks
 	// Clock stamps progress and times the slow-start message. Default:
 	// the real clock.
@@ -111,7 +112,7 @@ type Options struct {
 type Factory struct {
 	client   kubernetes.Interface
 	registry *reflector.Registry
-	cfg      Config // defaulted
+	cfg      kubespawner.Config // defaulted
 	namer    *naming.Namer
 	hooks    Hooks
 	clock    clock.Clock
@@ -155,18 +156,18 @@ func NewFactory(opts Options) (*Factory, error) {
 			return nil, fmt.Errorf("spawner: Options.Cluster %q is not a cluster name (a DNS-1123 label): %s", opts.Cluster, strings.Join(msgs, "; "))
 		}
 	}
-	cfg := opts.Config.withDefaults()
+	cfg := opts.Config.WithDefaults()
 	if cfg.Namespace == "" {
 		cfg.Namespace = detectNamespace()
 	}
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if want := naming.LabelComponent + "=" + cfg.ComponentLabel; opts.Registry.PodLabelSelector() != want {
 		return nil, fmt.Errorf("spawner: the registry selects pods by %q but component_label makes %q: create the Registry with PodLabelSelector %q",
 			opts.Registry.PodLabelSelector(), want, want)
 	}
-	nopts, err := cfg.namingOptions()
+	nopts, err := cfg.NamingOptions()
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +176,7 @@ func NewFactory(opts Options) (*Factory, error) {
 		return nil, fmt.Errorf("spawner: %w", err)
 	}
 	f := &Factory{client: opts.Client, registry: opts.Registry, cfg: cfg, namer: namer, hooks: opts.Hooks, clock: opts.Clock, cluster: opts.Cluster}
-	f.profileNS, f.openNS = cfg.profileNamespaces()
+	f.profileNS, f.openNS = cfg.OverrideNamespaces()
 	if err := f.setRetired(); err != nil {
 		return nil, err
 	}
@@ -192,7 +193,7 @@ func NewFactory(opts Options) (*Factory, error) {
 
 // Config returns the Factory's configuration, with its defaults filled
 // in (the namespace included).
-func (f *Factory) Config() Config { return f.cfg }
+func (f *Factory) Config() kubespawner.Config { return f.cfg }
 
 // Cluster is the name of the cluster the Factory's Client talks to
 // (Options.Cluster); "" for a hub with one cluster.
@@ -329,31 +330,6 @@ func (s *Spawner) LoadState(st State) {
 	s.state = st.clone()
 }
 
-// acquire takes the operation slot, waiting at most until ctx ends.
-func (s *Spawner) acquire(ctx context.Context) error {
-	select {
-	case <-s.done:
-		return ErrClosed
-	default:
-	}
-	select {
-	case s.op <- struct{}{}:
-	case <-s.done:
-		return ErrClosed
-	case <-ctx.Done():
-		return fmt.Errorf("spawner: waiting for the operation in flight on server %q of user %q: %w", s.server.Servername, s.server.Username, context.Cause(ctx))
-	}
-	select {
-	case <-s.done:
-		<-s.op
-		return ErrClosed
-	default:
-	}
-	return nil
-}
-
-func (s *Spawner) release() { <-s.op }
-
 // Close ends the Spawner for good: a Start or Resume in flight is
 // cancelled (with ErrClosed as its cause: its pod is deleted, as for any
 // cancellation but ErrDetach), Close waits for it to return, then releases
@@ -386,78 +362,4 @@ func (s *Spawner) Close() {
 	if heldEvents {
 		events.Release()
 	}
-}
-
-// eventsHandle returns the Spawner's hold on the event informer of ns,
-// or with enable_user_namespaces on the one informer of all namespaces,
-// so that a hub watches events once, however many users it has.
-func (s *Spawner) eventsHandle(ctx context.Context, ns string) (*reflector.Events, error) {
-	return holdOn(ctx, s, &s.events, ns, s.b.registry.Events)
-}
-
-// podsHandle returns the Spawner's hold on the pod informer of ns, or
-// with enable_user_namespaces on the one informer of all namespaces (the
-// Manager's), so that a hub watches pods once, however many users it has.
-func (s *Spawner) podsHandle(ctx context.Context, ns string) (*reflector.Pods, error) {
-	return holdOn(ctx, s, &s.pods, ns, s.b.registry.Pods)
-}
-
-// informer is a Registry handle on the shared informer of one namespace.
-type informer interface {
-	Namespace() string
-	Release()
-}
-
-// hold is a Spawner's hold on a shared informer (guarded by Spawner.mu):
-// kept from first use until Close or a move to another namespace.
-type hold[T informer] struct {
-	h  T
-	ok bool
-}
-
-// current is the held handle when it is of namespace ns.
-func (h *hold[T]) current(ns string) (T, bool) {
-	if h.ok && h.h.Namespace() == ns {
-		return h.h, true
-	}
-	var zero T
-	return zero, false
-}
-
-// take empties the hold, returning what it held.
-func (h *hold[T]) take() (T, bool) {
-	held, ok := h.h, h.ok
-	*h = hold[T]{}
-	return held, ok
-}
-
-// holdOn returns s's hold on the informer of ns (all namespaces with
-// enable_user_namespaces or a templated retired namespace: watchAll),
-// acquiring it and releasing the one it replaces.
-func holdOn[T informer](ctx context.Context, s *Spawner, h *hold[T], ns string, acquire func(context.Context, string) (T, error)) (T, error) {
-	var zero T
-	if s.b.watchAll {
-		ns = metav1.NamespaceAll
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return zero, ErrClosed
-	}
-	if cur, ok := h.current(ns); ok {
-		s.mu.Unlock()
-		return cur, nil
-	}
-	got, err := acquire(ctx, ns)
-	if err != nil {
-		s.mu.Unlock()
-		return zero, err
-	}
-	old, had := h.take()
-	h.h, h.ok = got, true
-	s.mu.Unlock()
-	if had {
-		old.Release() // without s.mu, as in Close
-	}
-	return got, nil
 }

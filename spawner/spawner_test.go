@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -53,15 +54,15 @@ func newNamespace(t testing.TB) string {
 	return ns.Name
 }
 
-func baseConfig(ns string) Config {
-	return Config{
+func baseConfig(ns string) kubespawner.Config {
+	return kubespawner.Config{
 		Namespace: ns,
 		Pod:       manifest.PodSpec{Image: "quay.io/jupyter/base-notebook:2024-01-01"},
 		Cmd:       []string{"jupyterhub-singleuser"},
 	}
 }
 
-func newSpawner(t testing.TB, server naming.Server, cfg Config) *Spawner {
+func newSpawner(t testing.TB, server naming.Server, cfg kubespawner.Config) *Spawner {
 	t.Helper()
 	s, err := New(server, Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: cfg})
 	if err != nil {
@@ -393,7 +394,7 @@ func TestConcurrentStarts(t *testing.T) {
 }
 
 func TestLoadConfig(t *testing.T) {
-	cfg, err := LoadConfig([]byte(`
+	cfg, err := kubespawner.Load([]byte(`
 image: quay.io/jupyter/scipy-notebook:2024-01-01
 cpu_limit: 2
 mem_guarantee: 1G
@@ -422,10 +423,10 @@ tolerations:
 		t.Errorf("config = %+v", cfg)
 	}
 	for _, bad := range []string{"imagee: x", "cpu_limit: lots", "start_timeout: soon", "port: http"} {
-		if _, err := LoadConfig([]byte(bad)); err == nil {
-			t.Errorf("LoadConfig(%q) succeeded", bad)
+		if _, err := kubespawner.Load([]byte(bad)); err == nil {
+			t.Errorf("kubespawner.Load(%q) succeeded", bad)
 		} else if key := strings.SplitN(bad, ":", 2)[0]; !strings.Contains(err.Error(), key) && !strings.Contains(err.Error(), "Config.") {
-			t.Errorf("LoadConfig(%q): error %q does not name the key", bad, err)
+			t.Errorf("kubespawner.Load(%q): error %q does not name the key", bad, err)
 		}
 	}
 }

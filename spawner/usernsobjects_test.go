@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/testutil"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 )
@@ -20,10 +21,10 @@ import (
 // userNSConfig is a configuration with user namespaces under a hub
 // namespace of the test's own, the singleuser NetworkPolicy, a quota,
 // and pods that ask for 1 CPU and 1Gi.
-func userNSConfig(hubNS, memLimit string) Config {
+func userNSConfig(hubNS, memLimit string) kubespawner.Config {
 	cfg := baseConfig(hubNS)
 	cfg.EnableUserNamespaces = true
-	cfg.NetworkPolicy = &NetworkPolicyConfig{Enabled: true}
+	cfg.NetworkPolicy = &kubespawner.NetworkPolicyConfig{Enabled: true}
 	cfg.UserNamespaceResourceQuota = map[string]string{"limits.cpu": "2", "limits.memory": memLimit, "pods": "5"}
 	cfg.Pod.CPULimit = resource.MustParse("1")
 	cfg.Pod.MemLimit = resource.MustParse("1Gi")
@@ -168,11 +169,11 @@ func TestNamespaceObjectConfigIsChecked(t *testing.T) {
 		{"enable_user_namespaces: true\nuser_namespace_resource_quota: {limits.memory: lots}", "limits.memory"},
 		{"enable_user_namespaces: true\nuser_namespace_resource_quota: {limit.memory: 8Gi}", "limit.memory"},
 	} {
-		if _, err := LoadConfig([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("LoadConfig(%q) = %v, want an error naming %s", c.yaml, err, c.want)
+		if _, err := kubespawner.Load([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("kubespawner.Load(%q) = %v, want an error naming %s", c.yaml, err, c.want)
 		}
 	}
-	cfg, err := LoadConfig([]byte("enable_user_namespaces: true\nnamespace: jhub\nnetwork_policy: {enabled: true, egress_allow_rules: {private_ips: true}}\nuser_namespace_resource_quota: {limits.memory: \"{username}Gi\"}"))
+	cfg, err := kubespawner.Load([]byte("enable_user_namespaces: true\nnamespace: jhub\nnetwork_policy: {enabled: true, egress_allow_rules: {private_ips: true}}\nuser_namespace_resource_quota: {limits.memory: \"{username}Gi\"}"))
 	if err != nil {
 		t.Fatal(err)
 	}

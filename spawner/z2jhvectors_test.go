@@ -48,7 +48,7 @@ const chartRefuses = "chart-refuses"
 // JupyterHub loads it (a traitlets Config; testdata/z2jh_hub_config.py),
 // and the start body it sends, for each spawn, is what the service
 // builds from: its "config" over an empty service configuration (what
-// Config.WithOptions gives over nothing is what LoadConfig gives), its
+// Config.WithOptions gives over nothing is what kubespawner.Load gives), its
 // env and user options. The objects are compared with what the real
 // KubeSpawner 7.1 made, under the config vectors' rules. Z2JH_VECTORS
 // names another file of the same format.

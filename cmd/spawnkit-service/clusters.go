@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/spawnkit/spawnkit/internal/keyhint"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -54,7 +55,7 @@ type clusterEntry struct {
 	KubeAPIQPS   *float64 `json:"kube_api_qps,omitempty"`
 	KubeAPIBurst *int     `json:"kube_api_burst,omitempty"`
 	// KubespawnerOverride is applied over -config for this cluster's
-	// servers (spawner.Config.Override), as a profile's
+	// servers (kubespawner.Config.Override), as a profile's
 	// kubespawner_override is: the profile's own overrides win.
 	KubespawnerOverride map[string]any `json:"kubespawner_override,omitempty"`
 	// Retired keeps a cluster that takes no new start, for the servers
@@ -68,14 +69,14 @@ type clusterSetup struct {
 	name    string
 	retired bool
 	rest    *rest.Config
-	cfg     *spawner.Config // nil: -config as it is
+	cfg     *kubespawner.Config // nil: -config as it is
 }
 
 // loadClusters reads and checks the -clusters file: every problem is
 // named with the cluster's place and name. For -check, an in-cluster
 // entry (which only works in a pod) gets a placeholder address; every
 // kubeconfig is read either way.
-func loadClusters(f flags, base spawner.Config) ([]clusterSetup, error) {
+func loadClusters(f flags, base kubespawner.Config) ([]clusterSetup, error) {
 	data, err := os.ReadFile(f.clusters)
 	if err != nil {
 		return nil, fmt.Errorf("-clusters: %w", err)
@@ -177,7 +178,7 @@ type kubeCluster struct {
 	name     string
 	client   kubernetes.Interface
 	registry *reflector.Registry
-	cfg      *spawner.Config
+	cfg      *kubespawner.Config
 	retired  bool
 }
 

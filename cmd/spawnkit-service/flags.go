@@ -46,7 +46,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (fl
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
 	fs.StringVar(&f.clusters, "clusters", "", "YAML file naming several clusters to run servers in (the first the default; see service/README.md, \"Several clusters\"); none: one cluster, from -kubeconfig")
-	fs.StringVar(&f.config, "config", "", "KubeSpawner-style YAML configuration (spawner.LoadConfig); none: an empty configuration")
+	fs.StringVar(&f.config, "config", "", "KubeSpawner-style YAML configuration (kubespawner.Load); none: an empty configuration")
 	fs.StringVar(&f.hubPolicy, "hub-policy", "", "YAML file bounding what a hub's own configuration may make (service.HubPolicy; see service/README.md, \"The hub's configuration\"); none: the strict default")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8765", "address of the API; beyond loopback, give -tls-cert-file and -tls-key-file")
 	fs.StringVar(&f.probeListen, "probe-listen", "127.0.0.1:8766", "address of /livez, /readyz and /metrics (no token, no user data); \"\" turns them off")

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/spawnkit/spawnkit/internal/keyhint"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -39,7 +40,7 @@ type program struct {
 	log   logr.Logger
 	token *tokenSource
 	cert  *certSource // nil without TLS
-	cfg   spawner.Config
+	cfg   kubespawner.Config
 	// policy bounds the hubs' own configurations (-hub-policy).
 	policy service.HubPolicy
 	// clusters are the clusters to run servers in: -clusters', or one
@@ -116,17 +117,17 @@ func prepare(f flags, getenv func(string) string, stderr io.Writer) (*program, e
 	return p, nil
 }
 
-func loadConfig(file string) (spawner.Config, error) {
+func loadConfig(file string) (kubespawner.Config, error) {
 	if file == "" {
-		return spawner.Config{}, nil
+		return kubespawner.Config{}, nil
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return spawner.Config{}, fmt.Errorf("reading the configuration: %w", err)
+		return kubespawner.Config{}, fmt.Errorf("reading the configuration: %w", err)
 	}
-	cfg, err := spawner.LoadConfig(data)
+	cfg, err := kubespawner.Load(data)
 	if err != nil {
-		return spawner.Config{}, fmt.Errorf("configuration %s: %w", file, err)
+		return kubespawner.Config{}, fmt.Errorf("configuration %s: %w", file, err)
 	}
 	return cfg, nil
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -206,7 +207,7 @@ func testAdoptWithoutTheFlag(t *testing.T, tl tools, c *testcluster.Cluster) {
 	for _, ks := range servers {
 		refused[ks] = s.stateAnswered(ks.user, ks.server, http.StatusConflict)
 	}
-	eventually(t, 200*time.Millisecond, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 200*time.Millisecond, 30*time.Second, "the service to refuse each server's state on 3 more polls", func() error {
 		for _, ks := range servers {
 			if n := s.stateAnswered(ks.user, ks.server, http.StatusConflict) - refused[ks]; n < 3 {
 				return fmt.Errorf("%s: the service refused %d more states, want 3 polls' worth", ks, n)
@@ -230,7 +231,7 @@ func testAdoptWithoutTheFlag(t *testing.T, tl tools, c *testcluster.Cluster) {
 	}
 	// Two more polls of the other server meanwhile.
 	n := s.stateAnswered(kept.user, kept.server, http.StatusConflict)
-	eventually(t, 200*time.Millisecond, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 200*time.Millisecond, 30*time.Second, "2 more refused polls of "+kept.String(), func() error {
 		if got := s.stateAnswered(kept.user, kept.server, http.StatusConflict) - n; got < 2 {
 			return fmt.Errorf("%s: %d more polls refused, want 2", kept, got)
 		}
@@ -246,7 +247,7 @@ func testAdoptWithoutTheFlag(t *testing.T, tl tools, c *testcluster.Cluster) {
 	s.opts.adoptKubeSpawner = true
 	s.restartService(ctx, t)
 	taken := s.stateAnswered(kept.user, kept.server, http.StatusOK)
-	eventually(t, 200*time.Millisecond, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 200*time.Millisecond, 30*time.Second, "the service restarted with -adopt-kubespawner to take JupyterHub's state", func() error {
 		if s.stateAnswered(kept.user, kept.server, http.StatusOK) == taken {
 			return fmt.Errorf("%s: the service restarted with -adopt-kubespawner has not taken JupyterHub's state", kept)
 		}

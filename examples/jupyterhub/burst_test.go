@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 const (
@@ -76,7 +77,7 @@ func TestJupyterHubBurst(t *testing.T) {
 	lastAccepted := slices.Max(accepted)
 
 	var allReady time.Duration
-	eventually(t, time.Second, burstReady, func() error {
+	testutil.EventuallyEvery(t, time.Second, burstReady, "every burst server ready", func() error {
 		n, err := s.countServers(ctx)
 		if err != nil {
 			return err
@@ -117,7 +118,7 @@ func TestJupyterHubBurst(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, time.Second, 2*time.Minute, func() error {
+	testutil.EventuallyEvery(t, time.Second, 2*time.Minute, "every pod gone after the stops", func() error {
 		list, err := s.cluster.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err

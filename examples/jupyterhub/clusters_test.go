@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -81,7 +82,7 @@ func TestJupyterHubSecondCluster(t *testing.T) {
 	if err := b.StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 200*time.Millisecond, 60*time.Second, func() error {
+	testutil.EventuallyEvery(t, 200*time.Millisecond, 60*time.Second, "gina unknown in the service while b is down", func() error {
 		st, err := s.serviceStatus(ctx, "gina")
 		if err != nil || st.Phase != "unknown" || st.Reason != "ClusterUnavailable" {
 			return fmt.Errorf("gina in the service: %+v, %v; want unknown, ClusterUnavailable", st, err)
@@ -108,7 +109,7 @@ func TestJupyterHubSecondCluster(t *testing.T) {
 	if err := b.StartAPIServer(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 200*time.Millisecond, 60*time.Second, func() error {
+	testutil.EventuallyEvery(t, 200*time.Millisecond, 60*time.Second, "gina running in the service after b is back", func() error {
 		st, err := s.serviceStatus(ctx, "gina")
 		if err != nil || st.Phase != "running" {
 			return fmt.Errorf("gina in the service after b is back: %+v, %v", st, err)
@@ -131,7 +132,7 @@ func TestJupyterHubSecondCluster(t *testing.T) {
 	}{{"gina", b, "b"}, {"ivan", a, "a"}} {
 		s.mustAPI(ctx, t, http.MethodDelete, serverPath(u.user, ""), nil, http.StatusNoContent, http.StatusAccepted)
 		s.waitServer(ctx, t, u.user, "", 60*time.Second, "gone", gone)
-		eventually(t, 200*time.Millisecond, 30*time.Second, func() error {
+		testutil.EventuallyEvery(t, 200*time.Millisecond, 30*time.Second, u.user+"'s pods gone from cluster "+u.name, func() error {
 			if pods := podsIn(ctx, t, u.c, u.user); len(pods) != 0 {
 				return fmt.Errorf("%s still has %d pods in cluster %s", u.user, len(pods), u.name)
 			}
@@ -231,16 +232,9 @@ func deleteUserPods(t *testing.T, c *testcluster.Cluster, users []string) {
 		}
 	}
 	for _, p := range left {
-		for {
-			_, err := c.Client.CoreV1().Pods(namespace).Get(ctx, p.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Errorf("pod %s still there after a minute", p.Name)
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
+		if _, err := c.WaitForPod(ctx, namespace, p.Name, testcluster.PodGone); err != nil {
+			t.Errorf("pod %s still there after a minute: %v", p.Name, err)
+			return
 		}
 	}
 }

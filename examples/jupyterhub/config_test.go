@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/spawnkit/spawnkit/spawner"
+	"github.com/spawnkit/spawnkit/kubespawner"
 )
 
 // TestServiceConfigs loads the example and the test's service
@@ -23,7 +23,7 @@ func TestServiceConfigs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := spawner.LoadConfig(data)
+			cfg, err := kubespawner.Load(data)
 			if err != nil {
 				t.Fatalf("%s: %v", tc.file, err)
 			}

@@ -15,9 +15,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -305,7 +307,7 @@ func testNamespaceNotRetiredYet(t *testing.T, tl tools, a *testcluster.Cluster) 
 		return logCount(s.logPath("spawner-service"), `"msg"="request"`, `"method"="PUT"`,
 			`"path"="/v1`+serverPath(u, "")+`/state"`, `"status"=409`)
 	}
-	eventually(t, 200*time.Millisecond, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 200*time.Millisecond, 30*time.Second, "the Spawner to send each user's refused state at least 3 times", func() error {
 		for _, u := range users {
 			if n := refused(u); n < 3 {
 				return fmt.Errorf("the service refused %s's state %d times, want JupyterHub's Spawner to have sent it at least 3 times", u, n)
@@ -405,7 +407,7 @@ func onePodEverywhere(ctx context.Context, t *testing.T, places []place, user st
 // waitNoPodsEverywhere waits until the user has no pod in any place.
 func waitNoPodsEverywhere(t *testing.T, places []place, user string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, 100*time.Millisecond, timeout, func() error {
+	testutil.EventuallyEvery(t, 100*time.Millisecond, timeout, user+"'s pods gone everywhere", func() error {
 		if pods := podsEverywhere(t.Context(), t, places, user); len(pods) > 0 {
 			return fmt.Errorf("%s still has pod %s", user, pods[0])
 		}
@@ -436,18 +438,17 @@ func deletePodsEverywhere(t *testing.T, places []place, users []string) {
 		}
 	}
 	for _, l := range pending {
-		for {
-			got, err := l.c.Client.CoreV1().Pods(l.pod.pod.Namespace).Get(ctx, l.pod.pod.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) || (err == nil && got.UID != l.pod.pod.UID) {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Errorf("pod %s still there after a minute", l.pod)
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
+		if _, err := l.c.WaitForPod(ctx, l.pod.pod.Namespace, l.pod.pod.Name, goneOrReplaced(l.pod.pod.UID)); err != nil {
+			t.Errorf("pod %s still there after a minute: %v", l.pod, err)
+			return
 		}
 	}
+}
+
+// goneOrReplaced is a testcluster.WaitForPod condition: the pod of uid is
+// deleted (another pod of its name is not it).
+func goneOrReplaced(uid types.UID) func(*corev1.Pod) (bool, error) {
+	return func(p *corev1.Pod) (bool, error) { return p == nil || p.UID != uid, nil }
 }
 
 // stoppedState is the state JupyterHub keeps for a user's stopped

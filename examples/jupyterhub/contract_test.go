@@ -15,6 +15,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 // contractConfig is TestJupyterHub's addition to the hub's configuration:
@@ -113,7 +115,7 @@ func testPollBeforeStart(t *testing.T, s *stack) {
 	if code != http.StatusInternalServerError || !strings.Contains(string(body), "[status=0]") {
 		t.Errorf("starting ivan's server = %d %s, want JupyterHub's 500 with poll's exit status 0", code, body)
 	}
-	eventually(t, 100*time.Millisecond, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 100*time.Millisecond, 30*time.Second, "JupyterHub's poll of ivan before any start", func() error {
 		if !logContains(s.logPath("jupyterhub"), "spawnkit: poll of ivan before any start: the service does not know it (0)") {
 			return errors.New("JupyterHub's log does not show the poll of ivan's server before any start")
 		}
@@ -234,7 +236,7 @@ func testStopWhileStartIsRetried(t *testing.T, s *stack) {
 	s.createUser(ctx, t, "kim")
 	s.startServer(ctx, t, "kim", "", map[string]string{"profile": "default"})
 	hubLog := s.logPath("jupyterhub")
-	eventually(t, 200*time.Millisecond, hubStartTimeout+30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 200*time.Millisecond, hubStartTimeout+30*time.Second, "JupyterHub to give up on kim's start and stop it", func() error {
 		if !logContains(hubLog, "kim's server failed to start in") {
 			return errors.New("JupyterHub has not given up on kim's start yet")
 		}
@@ -247,7 +249,9 @@ func testStopWhileStartIsRetried(t *testing.T, s *stack) {
 	s.startService(ctx, t)
 	s.waitServer(ctx, t, "kim", "", 30*time.Second, "stopped", gone)
 	// Longer than the Spawner's longest wait between two start attempts
-	// (service_retry_max_interval, 5 s).
+	// (service_retry_max_interval, 5 s). No signal exists: a start
+	// cancelled by the stop ends without a word, so only a wait past the
+	// next attempt it would have made shows that it made none.
 	time.Sleep(7 * time.Second)
 	if n := logCount(hubLog, "spawnkit: starting kim"); n != retries {
 		t.Errorf("the Spawner tried to start kim %d more times after the stop", n-retries)

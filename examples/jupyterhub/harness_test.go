@@ -20,8 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-
 	"github.com/spawnkit/spawnkit/internal/testcluster"
 )
 
@@ -211,23 +209,6 @@ func logCount(path string, parts ...string) int {
 		}
 	}
 	return n
-}
-
-// eventually calls check every interval until it returns nil, and fails
-// the test with check's last error if that takes longer than d.
-func eventually(t *testing.T, every, d time.Duration, check func() error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), every, d, true, func(context.Context) (bool, error) {
-		last = check()
-		return last == nil, nil
-	})
-	if err != nil {
-		if last == nil {
-			last = err
-		}
-		t.Fatalf("still, after %s: %v", d, last)
-	}
 }
 
 // logTime returns the time stamp of the first line of a JupyterHub log

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 var (
@@ -301,7 +302,7 @@ func testStartTimeout(t *testing.T, s *stack) {
 		return hs != nil && !hs.Ready && err == nil && len(pods) == 1
 	})
 	var goneAt time.Time
-	eventually(t, 50*time.Millisecond, time.Until(begin.Add(hubStartTimeout+30*time.Second)), func() error {
+	testutil.EventuallyEvery(t, 50*time.Millisecond, time.Until(begin.Add(hubStartTimeout+30*time.Second)), "erin's pod gone after start_timeout", func() error {
 		pods, err := s.podsOf(ctx, "erin", "")
 		if err != nil {
 			t.Fatal(err)
@@ -374,7 +375,7 @@ func testDeleteForever(t *testing.T, s *stack) {
 	}
 	// remove: true is JupyterHub's "delete the named server for good".
 	s.mustAPI(ctx, t, http.MethodDelete, serverPath("grace", "data"), map[string]bool{"remove": true}, http.StatusNoContent, http.StatusAccepted)
-	eventually(t, 100*time.Millisecond, 60*time.Second, func() error {
+	testutil.EventuallyEvery(t, 100*time.Millisecond, 60*time.Second, "claim claim-grace--data deleted", func() error {
 		c, err := claims.Get(ctx, "claim-grace--data", metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
@@ -394,7 +395,7 @@ func testDeleteForever(t *testing.T, s *stack) {
 		t.Errorf("the default server's claim after stopping it: %v", err)
 	}
 	s.mustAPI(ctx, t, http.MethodDelete, "/users/grace", nil, http.StatusNoContent)
-	eventually(t, 100*time.Millisecond, 60*time.Second, func() error {
+	testutil.EventuallyEvery(t, 100*time.Millisecond, 60*time.Second, "claim claim-grace deleted with user grace", func() error {
 		if _, err := claims.Get(ctx, "claim-grace", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("claim claim-grace after deleting user grace: %v", err)
 		}
@@ -413,7 +414,7 @@ func testStartWhileServiceDown(t *testing.T, s *stack) {
 	s.createUser(ctx, t, "heidi")
 	s.startServer(ctx, t, "heidi", "", map[string]string{"profile": "default"})
 	// The Spawner has tried and failed to connect at least once.
-	eventually(t, 100*time.Millisecond, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 100*time.Millisecond, 30*time.Second, "a failed start attempt for heidi", func() error {
 		if !logContains(s.logPath("jupyterhub"), "spawnkit: starting heidi") {
 			return errors.New("JupyterHub's log has no failed start attempt for heidi yet")
 		}
@@ -429,7 +430,7 @@ func testStartWhileServiceDown(t *testing.T, s *stack) {
 // waitNoPods waits until the server has no pod in the API server.
 func waitNoPods(t *testing.T, s *stack, user, server string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, 100*time.Millisecond, timeout, func() error {
+	testutil.EventuallyEvery(t, 100*time.Millisecond, timeout, user+":"+server+"'s pods gone", func() error {
 		pods, err := s.podsOf(t.Context(), user, server)
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)

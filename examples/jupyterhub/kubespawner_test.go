@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -206,7 +207,7 @@ func (k *kubeSpawnerServer) delete(t *testing.T, c *testcluster.Cluster) {
 // waitPodGone waits until pod (that UID) is deleted.
 func waitPodGone(t *testing.T, c *testcluster.Cluster, pod *corev1.Pod) {
 	t.Helper()
-	eventually(t, 100*time.Millisecond, 60*time.Second, func() error {
+	testutil.EventuallyEvery(t, 100*time.Millisecond, 60*time.Second, "pod "+pod.Name+" gone", func() error {
 		got, err := c.Client.CoreV1().Pods(pod.Namespace).Get(context.Background(), pod.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || (err == nil && got.UID != pod.UID) {
 			return nil

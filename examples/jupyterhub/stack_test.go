@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 	"github.com/spawnkit/spawnkit/naming"
 )
 
@@ -410,7 +411,7 @@ func (s *stack) servers(ctx context.Context, user string) (map[string]hubServer,
 // server (absent: nil), or fails the test after timeout.
 func (s *stack) waitServer(ctx context.Context, t *testing.T, user, server string, timeout time.Duration, what string, cond func(*hubServer) bool) {
 	t.Helper()
-	eventually(t, 200*time.Millisecond, timeout, func() error {
+	testutil.EventuallyEvery(t, 200*time.Millisecond, timeout, user+":"+server+" "+what, func() error {
 		all, err := s.servers(ctx, user)
 		if err != nil {
 			return fmt.Errorf("%s:%s did not become %s; last: %w", user, server, what, err)
@@ -438,7 +439,7 @@ func (s *stack) waitPolls(t *testing.T, servers [][2]string, n int) {
 	for i, us := range servers {
 		before[i] = answered(us)
 	}
-	eventually(t, 200*time.Millisecond, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 200*time.Millisecond, 30*time.Second, "the status polls of each server", func() error {
 		for i, us := range servers {
 			if got := answered(us) - before[i]; got < n {
 				return fmt.Errorf("the spawner-service answered %d status requests for %s:%s, want %d", got, us[0], us[1], n)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -22,6 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/spawner"
 )
@@ -277,7 +280,7 @@ func addZ2JHGPUNode(t *testing.T, c *testcluster.Cluster) {
 	t.Cleanup(func() {
 		_ = c.Client.CoreV1().Nodes().Delete(context.Background(), z2jhGPUNode, metav1.DeleteOptions{})
 	})
-	eventually(t, 200*time.Millisecond, 60*time.Second, func() error {
+	testutil.EventuallyEvery(t, 200*time.Millisecond, 60*time.Second, "node "+z2jhGPUNode+" without the not-ready taints", func() error {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, z2jhGPUNode, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -357,11 +360,17 @@ profiles:
 			t.Error(err)
 		}
 	})
-	// Running, not yet scheduling: the servers' starts wait for it.
-	time.Sleep(200 * time.Millisecond)
-	if done, err := p.exited(); done {
-		t.Fatalf("the user scheduler exited: %v\n%s", err, logTail(log, 30))
-	}
+	// Its configuration accepted and its Run begun, as the line it logs
+	// then says; the servers' starts wait for it to schedule them.
+	testutil.EventuallyEvery(t, 50*time.Millisecond, 30*time.Second, "the user scheduler to start", func() error {
+		if done, err := p.exited(); done {
+			t.Fatalf("the user scheduler exited: %v\n%s", err, logTail(log, 30))
+		}
+		if !logContains(log, "Starting Kubernetes Scheduler") {
+			return errors.New(`its log has no "Starting Kubernetes Scheduler" yet`)
+		}
+		return nil
+	})
 }
 
 // testBinDir is where the cluster's binaries are, as testcluster picks
@@ -391,14 +400,22 @@ func deleteZ2JHObjects(ctx context.Context, t *testing.T, c *testcluster.Cluster
 	if err := c.Client.CoreV1().PersistentVolumeClaims(z2jhNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Errorf("deleting the claims in %s: %v", z2jhNamespace, err)
 	}
-	for ctx.Err() == nil {
+	// Each pod listed is watched until it is gone; then the list again.
+	for {
 		list, err := c.Client.CoreV1().Pods(z2jhNamespace).List(ctx, metav1.ListOptions{})
-		if err == nil && len(list.Items) == 0 {
+		if err != nil {
+			t.Errorf("pods left in %s: listing them: %v", z2jhNamespace, err)
 			return
 		}
-		time.Sleep(200 * time.Millisecond)
+		if len(list.Items) == 0 {
+			return
+		}
+		p := list.Items[0]
+		if _, err := c.WaitForPod(ctx, z2jhNamespace, p.Name, goneOrReplaced(p.UID)); err != nil {
+			t.Errorf("pods left in %s: %v", z2jhNamespace, err)
+			return
+		}
 	}
-	t.Errorf("pods left in %s", z2jhNamespace)
 }
 
 // z2jhServer is a server the test started, with what it expects of it.
@@ -576,7 +593,7 @@ func waitZ2JHPolls(t *testing.T, s *stack, servers []*z2jhServer, n int) {
 	for _, sv := range servers {
 		before[sv.user] = answered(sv.user)
 	}
-	eventually(t, 200*time.Millisecond, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 200*time.Millisecond, 30*time.Second, "the status polls of each server", func() error {
 		for _, sv := range servers {
 			if got := answered(sv.user) - before[sv.user]; got < n {
 				return fmt.Errorf("the spawner-service answered %d status requests for %s, want %d", got, sv.user, n)
@@ -775,7 +792,7 @@ func z2jhPods(ctx context.Context, t *testing.T, c *testcluster.Cluster, user st
 
 func waitNoZ2JHPod(t *testing.T, c *testcluster.Cluster, user string) {
 	t.Helper()
-	eventually(t, 100*time.Millisecond, 30*time.Second, func() error {
+	testutil.EventuallyEvery(t, 100*time.Millisecond, 30*time.Second, user+"'s pods gone", func() error {
 		if pods := z2jhPods(t.Context(), t, c, user); len(pods) > 0 {
 			return fmt.Errorf("%s still has pod %s", user, pods[0].Name)
 		}
@@ -804,7 +821,7 @@ func expectedZ2JHPod(ctx context.Context, t *testing.T, c *testcluster.Cluster, 
 	// which no value set here changes) is read from the pod's Secret.
 	env := pod.Spec.Containers[0].Env
 	for i := range env {
-		if env[i].ValueFrom == nil && env[i].Value != "" && slices.Contains(spawner.DefaultSecretEnv, env[i].Name) {
+		if env[i].ValueFrom == nil && env[i].Value != "" && slices.Contains(kubespawner.DefaultSecretEnv, env[i].Name) {
 			env[i].ValueFrom = &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: spawner.EnvSecretName(pod.Name)}, Key: env[i].Name}}
 			env[i].Value = ""

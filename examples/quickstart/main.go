@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -75,7 +76,7 @@ func run(ctx context.Context, kubeconfig, namespace, image string) error {
 		return err
 	}
 
-	config := spawner.Config{
+	config := kubespawner.Config{
 		Namespace: namespace,
 		Cmd:       []string{"jupyterhub-singleuser"},
 		Pod:       manifest.PodSpec{Image: image},

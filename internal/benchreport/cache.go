@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -163,8 +164,8 @@ func startInformer(ctx context.Context, inf cache.SharedInformer, what string) (
 // real one sets (image, limits, a home volume, ids, a toleration), and
 // scheduler "none": no scheduler binds the pods, so they stay exactly as
 // the benchmark sets them.
-func serverConfig(ns string) spawner.Config {
-	return spawner.Config{
+func serverConfig(ns string) kubespawner.Config {
+	return kubespawner.Config{
 		Namespace: ns,
 		Cmd:       []string{"jupyterhub-singleuser"},
 		Pod: manifest.PodSpec{
@@ -212,7 +213,7 @@ func benchUser(prefix string, i int) naming.Server {
 // reports for a running, ready server, with its own loopback pod IP.
 // It uses a client of its own with a high rate limit: making the pods is
 // setup, not what is measured. It returns the pods as last written.
-func createServerPods(ctx context.Context, env *Env, cfg spawner.Config, prefix string, n int) ([]*corev1.Pod, error) {
+func createServerPods(ctx context.Context, env *Env, cfg kubespawner.Config, prefix string, n int) ([]*corev1.Pod, error) {
 	rc := rest.CopyConfig(env.Cluster.Config)
 	rc.QPS, rc.Burst = 2000, 2000
 	client, err := kubernetes.NewForConfig(rc)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -55,8 +56,8 @@ const clustersSpawns = 100
 // cluster has only the default (it refuses a profile naming a cluster it
 // does not have).
 var (
-	profileDefault = spawner.Profile{DisplayName: "Default", Slug: "default", Default: true}
-	profileB       = spawner.Profile{DisplayName: "Cluster B", Slug: "b", KubeSpawnerOverride: map[string]any{"kubernetes_cluster": "b"}}
+	profileDefault = kubespawner.Profile{DisplayName: "Default", Slug: "default", Default: true}
+	profileB       = kubespawner.Profile{DisplayName: "Cluster B", Slug: "b", KubeSpawnerOverride: map[string]any{"kubernetes_cluster": "b"}}
 )
 
 // measureClusters measures what one cluster more costs spawns on the
@@ -247,7 +248,7 @@ func prepareClusters(ctx context.Context, client kubernetes.Interface, spec spaw
 		}
 	}
 	fail := func(err error) (spawnFunc, func(), error) { done(); return nil, nil, err }
-	config := func(profiles ...spawner.Profile) spawner.Config {
+	config := func(profiles ...kubespawner.Profile) kubespawner.Config {
 		c := spawnConfig(spec.Namespace)
 		c.EventsEnabled = new(!spec.NoEvents)
 		c.ProfileList = profiles

@@ -12,11 +12,11 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
-	"github.com/spawnkit/spawnkit/spawner"
 )
 
 // detectServers is how many running servers fail in each repeat of the
@@ -63,7 +63,7 @@ func measureDetection(ctx context.Context, env *Env, repeats int) ([]Measure, er
 
 // detectOnce runs one repeat with the servers of prefix and returns each
 // side's detection latencies.
-func detectOnce(ctx context.Context, env *Env, cfg spawner.Config, prefix string) (sk, raw []time.Duration, err error) {
+func detectOnce(ctx context.Context, env *Env, cfg kubespawner.Config, prefix string) (sk, raw []time.Duration, err error) {
 	pods, err := createServerPods(ctx, env, cfg, prefix, detectServers)
 	if err != nil {
 		return nil, nil, err

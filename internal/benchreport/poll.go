@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/spawner"
 )
@@ -242,7 +243,7 @@ func pollServer(i int) naming.Server {
 // schedulerName "none", through a client of its own at QPS 2000, and
 // marks the first running of them Running and Ready. It returns the
 // running pods' names.
-func createPollPods(ctx context.Context, base *rest.Config, config spawner.Config, n, running int) ([]string, error) {
+func createPollPods(ctx context.Context, base *rest.Config, config kubespawner.Config, n, running int) ([]string, error) {
 	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = 2000, 2000
 	client, err := kubernetes.NewForConfig(cfg)

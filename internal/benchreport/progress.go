@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/reflector"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -50,10 +51,10 @@ func measureProgress(ctx context.Context, env *Env, repeats int) ([]Measure, err
 		return nil, err
 	}
 	defer registry.Close()
-	cfg := spawner.Config{
+	cfg := kubespawner.Config{
 		Namespace: ns, Cmd: []string{"jupyterhub-singleuser"}, Pod: manifest.PodSpec{Image: image},
 		ExtraAnnotations: map[string]string{testcluster.BehaviorAnnotation: testcluster.BehaviorNeverReady},
-		StartTimeout:     spawner.Seconds(time.Hour.Seconds()),
+		StartTimeout:     kubespawner.Seconds(time.Hour.Seconds()),
 	}
 	srv := benchUser("progress", 0)
 	sp, err := spawner.New(srv, spawner.Options{Client: env.Client, Registry: registry, Config: cfg})

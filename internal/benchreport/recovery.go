@@ -13,10 +13,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
-	"github.com/spawnkit/spawnkit/spawner"
 )
 
 // recoveryServers is how many running servers the recovery row finds.
@@ -74,7 +74,7 @@ func measureRecovery(ctx context.Context, env *Env, repeats int) ([]Measure, err
 // spawnkitRecovery starts a Manager on a new Registry and returns how
 // long it took until it knew every server as running with a URL. probe is
 // one of the servers: Poll answers only once recovery is done.
-func spawnkitRecovery(ctx context.Context, client kubernetes.Interface, cfg spawner.Config, probe naming.Server, n int) (time.Duration, error) {
+func spawnkitRecovery(ctx context.Context, client kubernetes.Interface, cfg kubespawner.Config, probe naming.Server, n int) (time.Duration, error) {
 	begin := time.Now()
 	registry, err := reflector.New(reflector.Options{Client: client})
 	if err != nil {

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -664,8 +665,8 @@ func podReady(pod *corev1.Pod) bool {
 // spawnConfig is the configuration both spawnkit sides start servers
 // with: the image and command of the raw side's pod, everything else
 // KubeSpawner's defaults.
-func spawnConfig(ns string) spawner.Config {
-	return spawner.Config{Namespace: ns, Cmd: []string{"jupyterhub-singleuser"}, Pod: manifest.PodSpec{Image: image}}
+func spawnConfig(ns string) kubespawner.Config {
+	return kubespawner.Config{Namespace: ns, Cmd: []string{"jupyterhub-singleuser"}, Pod: manifest.PodSpec{Image: image}}
 }
 
 func serverOf(i int) naming.Server {

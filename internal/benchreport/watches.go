@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/manifest"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -105,7 +106,7 @@ func spawnkitWatches(ctx context.Context, env *Env, base string, users int) (int
 		return 0, err
 	}
 	defer registry.Close()
-	cfg := spawner.Config{
+	cfg := kubespawner.Config{
 		Namespace: base, EnableUserNamespaces: true, UserNamespaceTemplate: "{namespace}-{username}",
 		Cmd: []string{"jupyterhub-singleuser"}, Pod: manifest.PodSpec{Image: image},
 	}

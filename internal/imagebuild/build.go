@@ -28,7 +28,7 @@ import (
 const (
 	defaultPackage = "./cmd/spawnkit-service"
 	// defaultRepo is the name deploy/deployment.yaml and docs/z2jh.md use;
-	// cmd/spawnkit-service/deploy_test.go holds them to it.
+	// test/e2e/service/deploy_test.go holds them to it.
 	defaultRepo = "ghcr.io/spawnkit/spawnkit-service"
 	sourceURL   = "https://github.com/spawnkit/spawnkit"
 	license     = "Apache-2.0" // LICENSE

@@ -1,5 +1,7 @@
 // Package testutil is the one set of waiting helpers every package's tests
-// use. It is test-only: nothing outside _test.go files imports it.
+// use, and the fixtures the tests of several packages share (NewCert: a
+// CA and a serving certificate). It is test-only: nothing outside
+// _test.go files imports it.
 //
 // Waits are positive: a helper returns as soon as its condition holds and
 // fails the test, naming what it waited for and what it last saw, when the

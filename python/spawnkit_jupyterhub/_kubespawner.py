@@ -10,8 +10,8 @@ behaviour (the service builds the pod), and the package does not export
 it, so that nobody imports it for the real one.
 
 The option list, kubespawner_options.json, comes from the Go side (a Go
-test, spawner/pyoptions_test.go, keeps it equal to what the service's
-LoadConfig accepts and to docs/kubespawner-options.md): each entry has a
+test, kubespawner/pyoptions_test.go, keeps it equal to what the service's
+kubespawner.Load accepts and to docs/kubespawner-options.md): each entry has a
 name, a status (supported, deviates, hub, deprecated, spawnkit, not
 applicable), the note of the table for "deviates" and "not applicable",
 and the default the service uses. Options JupyterHub's own Spawner has

@@ -1,0 +1,65 @@
+package spawner
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spawnkit/spawnkit/naming"
+	"github.com/spawnkit/spawnkit/reflector"
+)
+
+// Resume waits for a server whose pod already exists (found after a
+// restart, or left by a detached Start) to become ready, as the last step
+// of Start does, and returns its URL. The State (LoadState or
+// StateFromPod) names the pod. Like Start it reports progress to
+// opts.OnProgress (the other fields of opts are not used), can be
+// cancelled by Stop and Close, and deletes the pod when the server fails
+// (but not when detached). Without a pod it returns ErrNoPod.
+func (s *Spawner) Resume(ctx context.Context, opts StartOptions) (string, error) {
+	return s.operate(ctx, &opts, s.resume)
+}
+
+func (s *Spawner) resume(ctx context.Context, _ *StartOptions, em *emitter) (string, error) {
+	st := s.State()
+	run := &startRun{em: em, ns: st.Namespace, name: st.PodName}
+	fail := func(step Step, reason Reason, err error) error {
+		return s.failStart(ctx, run, step, reason, err)
+	}
+	pods, err := s.podsHandle(ctx, st.Namespace)
+	if err != nil {
+		return "", fail(StepWatch, "", err)
+	}
+	var events *reflector.Events
+	if boolOr(s.b.cfg.EventsEnabled, true) && em.followed() {
+		if events, err = s.eventsHandle(ctx, st.Namespace); err != nil {
+			return "", fail(StepWatch, "", err)
+		}
+	}
+	sub := s.b.registry.SubscribeIf(st.Namespace, st.PodName, startWakes(s.b.cfg.FatalReasons))
+	defer sub.Close()
+	pod, ok, err := pods.Get(ctx, st.Namespace, st.PodName)
+	if err != nil {
+		return "", fail(StepWatch, "", err)
+	}
+	if !ok {
+		run.ns = "" // nothing to clean up
+		return "", fail(StepWait, ReasonPodGone, fmt.Errorf("%w: pod %s/%s", ErrNoPod, st.Namespace, st.PodName))
+	}
+	if err := s.checkCachedPodOwner(pod); err != nil {
+		run.ns = ""
+		return "", fail(StepWait, ReasonCollision, err)
+	}
+	run.startID, run.pod = pod.Annotations.Get(naming.AnnotationStartID), pod.UID
+	if rec, ok := StateFromPod(pod); ok {
+		s.LoadState(rec)
+	}
+	em.note(0, "Following the start of pod "+st.Namespace+"/"+st.PodName)
+	ready, reason, err := s.waitReady(ctx, &readyWait{
+		cfg: &s.b.cfg, startHandles: startHandles{pods: pods, events: events, sub: sub}, em: em,
+		ns: pod.Namespace, name: pod.Name, uid: pod.UID,
+	})
+	if err != nil {
+		return "", fail(StepWait, reason, err)
+	}
+	return s.finishReady(ready), nil
+}
