@@ -95,6 +95,10 @@ func TestLegacyClusterLabelStillRead(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, o := range orphans {
+			// Other tests share the cluster and leave their own.
+			if o.Server.User != alice.Username && o.Server.User != bob.Username {
+				continue
+			}
 			t.Errorf("cluster %s: orphan.List calls a running server's legacy-labelled object an orphan: %v", name, o)
 		}
 	}
