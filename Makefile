@@ -30,6 +30,7 @@ test:
 	@internal/tools/prereqs.sh
 	@testbin=$$(internal/tools/build.sh); \
 	$(MAKE) --no-print-directory fmt-check vet; \
+	$(GO) run ./internal/shape -check; \
 	echo "go test -race ./... (binaries in $$testbin)"; \
 	CI=true SPAWNKIT_TESTBIN=$$testbin $(GO) test -race -count=1 -timeout 20m ./...
 
@@ -98,6 +99,7 @@ image:
 		-layout build/spawnkit-service $(if $(findstring $(comma),$(IMAGE_PLATFORMS)),,-tar build/spawnkit-service.tar)
 
 # Lines per package, exported identifiers, files and functions over the
-# limits, sleeps in tests: the codebase's shape (docs/shape.md).
+# limits, sleeps in tests: the codebase's shape (docs/shape.md). make test
+# fails when a target is missed.
 shape:
 	@$(GO) run ./internal/shape
