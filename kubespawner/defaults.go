@@ -84,7 +84,8 @@ func (c Config) WithDefaults() Config {
 // DefaultImage is KubeSpawner 7.1's default image.
 const DefaultImage = "quay.io/jupyterhub/singleuser:latest"
 
-// AtInit returns a copy of c as KubeSpawner's __init__ leaves it for the
+// AtInit is for package spawner, which renders a server. It returns a
+// copy of c as KubeSpawner's __init__ leaves it for the
 // server whose fields are given, before any profile applies: port 0 is
 // 8888 and working_dir is expanded, in the fields and in the option
 // values profiles merge into. A profile's port or working_dir, applied

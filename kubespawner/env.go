@@ -107,9 +107,9 @@ func pyFloatString(f float64) string {
 }
 
 // Env is KubeSpawner's get_env for a server: hubEnv (the env the hub
-// passes); the raw environment (JupyterHub's base class); the limits the
-// hub did not pass; JUPYTER_IMAGE_SPEC and JUPYTER_IMAGE; then expanded,
-// the environment rendered for the server. A variable set again keeps its
+// passes); the limits the hub did not pass; the raw environment
+// (JupyterHub's base class); JUPYTER_IMAGE_SPEC and JUPYTER_IMAGE; then
+// expanded, the environment rendered for the server. A variable set again keeps its
 // place, as in a Python dict.
 func (c *Config) Env(hubEnv []corev1.EnvVar, expanded []EnvEntry) []EnvEntry {
 	var d envDict

@@ -165,6 +165,11 @@ func TestAdvManagerStopWhileTheStartSucceeds(t *testing.T) {
 	// the Manager has settled.
 	<-hookDone
 	settle(t, m)
+	// settle proves the Manager has nothing left to do, but Watch relays
+	// statuses in goroutines of its own: one published just before
+	// settle returned may still be on its way to w, and nothing marks the
+	// end of that relay, so give it time.
+	time.Sleep(200 * time.Millisecond)
 	phases, _ := w.snapshot()
 	for i, p := range phases {
 		if p == PhaseStopping {
@@ -718,6 +723,11 @@ func TestAdvAPIServerOutage(t *testing.T) {
 	// A stayed running throughout: whatever the outage made the Manager
 	// report of A, it has reported when the Manager has settled.
 	settle(t, m)
+	// settle proves the Manager has nothing left to do, but Watch relays
+	// statuses in goroutines of its own: one published just before
+	// settle returned may still be on its way to w, and nothing marks the
+	// end of that relay, so give it time.
+	time.Sleep(time.Second)
 	phases, all := w.snapshot()
 	for i, p := range phases {
 		if p != PhaseRunning {

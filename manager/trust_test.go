@@ -542,6 +542,11 @@ func TestCompactionAndAPIServerRestart(t *testing.T) {
 	h := m.Health().Pods
 	t.Logf("the Manager's pod informer healthy %s after the API server came back (watch errors %d, the last: %v)", time.Since(back).Round(100*time.Millisecond), h.WatchErrors, h.LastError)
 	settle(t, m)
+	// settle proves the Manager has nothing left to do, but Watch relays
+	// statuses in goroutines of its own: one published just before
+	// settle returned may still be on its way to w, and nothing marks the
+	// end of that relay, so give it time.
+	time.Sleep(2 * time.Second)
 	for _, s := range servers {
 		phases, _ := watches[s.Username].snapshot()
 		for _, p := range phases {
