@@ -113,6 +113,7 @@ class FakeService:
         # path -> the trace id of the start that made the server's record
         # (from its traceparent), which its progress events carry.
         self.trace_ids = {}
+        self.trace_in_events = True  # False: as a service from before trace_id
         self.final_event = ("ready", {"ready": True, "url": "http://127.0.0.2:8888", "progress": 100})
         self._server = None
         self.port = None
@@ -261,7 +262,9 @@ class _ServerHandler(web.RequestHandler):
         kind, data = self.fake.final_event
         if kind == "ready":
             status.update(phase="running", ready=True, url=data.get("url", ""))
-        trace = {"trace_id": self.fake.trace_ids[path]} if self.fake.trace_ids.get(path) else {}
+        trace = {}
+        if self.fake.trace_in_events and self.fake.trace_ids.get(path):
+            trace["trace_id"] = self.fake.trace_ids[path]
         self.set_header("Content-Type", "text/event-stream")
         self.write(f"id: 1\nevent: progress\ndata: {json.dumps({'progress': 10, 'message': 'Pod created', **trace})}\n\n")
         self.write(f"id: 2\nevent: {kind}\ndata: {json.dumps({**data, **trace})}\n\n")
