@@ -12,6 +12,9 @@ Requests go through tornado's AsyncHTTPClient as JupyterHub configured
 it: the curl client when pycurl is installed, else the simple one;
 _tls.py makes TLS the same on both, and a certificate that cannot be
 verified a permanent error (ServiceTLSError), never retried.
+
+A request sent during a start or a stop carries that operation's trace
+context (traceparent; _trace.py), the same on every retry.
 """
 
 import asyncio

@@ -58,6 +58,11 @@ spawnkit) has KubeSpawner's state in the database: load_state takes its
 pod_name, namespace, dns_name and pvc_name as the service's state, which
 the first poll sends; a service run with -adopt-kubespawner then runs
 that pod as the server (docs/z2jh.md, "Switching over").
+
+Each start and each stop is one trace (_trace.py): its requests, retries
+and progress stream carry the same W3C traceparent (the hub's
+OpenTelemetry span where it has one, else a fresh sampled one), and its
+INFO log line names the trace_id.
 """
 
 import asyncio
