@@ -12,6 +12,9 @@ Requests go through tornado's AsyncHTTPClient as JupyterHub configured
 it: the curl client when pycurl is installed, else the simple one;
 _tls.py makes TLS the same on both, and a certificate that cannot be
 verified a permanent error (ServiceTLSError), never retried.
+
+A request sent during a start or a stop carries that operation's trace
+context (traceparent; _trace.py), the same on every retry.
 """
 
 import asyncio
@@ -24,7 +27,7 @@ from urllib.parse import urlencode
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
-from . import _tls
+from . import _tls, _trace
 from ._sse import SSEConnection
 from .errors import NotTheService, ServiceTLSError, ServiceUnavailable, SpawnkitError
 
@@ -196,8 +199,12 @@ class ServiceAPI:
             url += "?" + urlencode(query)
         return _tls.with_server_name(url, tls or self.tls())
 
-    def headers(self, extra=None):
-        headers = {"Accept": "application/json"}
+    def headers(self, extra=None, trace=None):
+        """The request's headers: the trace context of the operation it
+        belongs to (trace, else the current one's, _trace.py), then the
+        service's own."""
+        headers = dict(trace.headers) if trace is not None else _trace.headers()
+        headers["Accept"] = "application/json"
         if self.s.service_token:
             headers["Authorization"] = f"Bearer {self.s.service_token}"
         if self.s.hub_id:
@@ -337,14 +344,15 @@ class ServiceAPI:
             return json.loads(resp.body)
         return resp.body.decode("utf-8", "replace")
 
-    async def events(self, path, last_event_id):
-        """Yields (id, event, data) from GET {path}/progress.
+    async def events(self, path, last_event_id, trace=None):
+        """Yields (id, event, data) from GET {path}/progress; trace: the
+        trace context to send (default: the current operation's).
 
         Raises ServiceUnavailable when the connection fails or falls
         silent for service_stream_idle_timeout, SpawnkitError for a
         refusal (404: unknown server).
         """
-        headers = self.headers({"Accept": "text/event-stream", "Cache-Control": "no-cache"})
+        headers = self.headers({"Accept": "text/event-stream", "Cache-Control": "no-cache"}, trace)
         if last_event_id:
             headers["Last-Event-ID"] = str(last_event_id)
         tls = self.tls()

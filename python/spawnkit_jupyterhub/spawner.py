@@ -58,6 +58,11 @@ spawnkit) has KubeSpawner's state in the database: load_state takes its
 pod_name, namespace, dns_name and pvc_name as the service's state, which
 the first poll sends; a service run with -adopt-kubespawner then runs
 that pod as the server (docs/z2jh.md, "Switching over").
+
+Each start and each stop is one trace (_trace.py): its requests, retries
+and progress stream carry the same W3C traceparent (the hub's
+OpenTelemetry span where it has one, else a fresh sampled one), and its
+INFO log line names the trace_id.
 """
 
 import asyncio
@@ -71,7 +76,7 @@ from traitlets import Bool, Float, Integer, TraitError, Unicode, default, valida
 import jupyterhub
 from jupyterhub.traitlets import Command
 
-from . import _tls
+from . import _tls, _trace
 from ._api import NOT_SERVING, ServiceAPI, is_state_refused, reached
 from ._kubespawner import KubeSpawner, chosen_hub_overrides, hub_config, refuse_unsupported
 from ._sse import closing
@@ -354,6 +359,12 @@ class SpawnkitSpawner(KubeSpawner):
     _cancelled_start = None
     # The body of the start in progress (_start_body).
     _pending_start_body = None
+    # The trace of the last start (_trace.Trace), which its progress
+    # stream carries; None before this process started the server.
+    _start_trace = None
+    # The trace id (32 lowercase hex digits) of the last start or stop of
+    # this spawner, as logged and sent to the service; None before one.
+    trace_id = None
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -566,30 +577,38 @@ class SpawnkitSpawner(KubeSpawner):
         cannot be reached until start_timeout as ServiceUnavailable; a
         service whose certificate cannot be verified at once, as
         ServiceTLSError (a ServiceUnavailable) naming the setting to fix.
+
+        The start is one trace (_trace.py): every request it sends, the
+        retries and its progress stream included, carries the same
+        traceparent, and the log line that opens it names its trace_id.
         """
         self._start_task = asyncio.current_task()
         self._started = True
-        try:
-            # Once per start: its callables are called once, and a start
-            # sent again (_start_again) is the same start.
-            self._pending_start_body = await self._start_body()
-            status = await self._request_start()
-            self._state_sent = True  # it went with the start
-            self._start_event().set()
-            self._remember(status)
-            url = await self._wait_ready()
-            self._server_url = url
-            await self._refresh_state()
-            return url
-        except SpawnkitError as e:
-            failure = for_jupyterhub(e)
-            if failure is e:
-                raise
-            raise failure from e
-        finally:
-            # A refused start releases progress too (it then ends at once).
-            self._start_event().set()
-            self._start_task = None
+        with _trace.operation(self, "start") as trace:
+            self._start_trace = trace
+            self.trace_id = trace.trace_id
+            self.log.info("spawnkit: starting %s (trace_id=%s)", self._log_name, trace.trace_id)
+            try:
+                # Once per start: its callables are called once, and a start
+                # sent again (_start_again) is the same start.
+                self._pending_start_body = await self._start_body()
+                status = await self._request_start()
+                self._state_sent = True  # it went with the start
+                self._start_event().set()
+                self._remember(status)
+                url = await self._wait_ready()
+                self._server_url = url
+                await self._refresh_state()
+                return url
+            except SpawnkitError as e:
+                failure = for_jupyterhub(e)
+                if failure is e:
+                    raise
+                raise failure from e
+            finally:
+                # A refused start releases progress too (it then ends at once).
+                self._start_event().set()
+                self._start_task = None
 
     async def _request_start(self):
         """POSTs the start until the service takes it.
@@ -881,7 +900,15 @@ class SpawnkitSpawner(KubeSpawner):
         answers 404 (then the DELETE is sent once more), so that a stop
         after a service restart deletes the pod where the state says. A
         refused state raises SpawnkitError with the service's message.
+
+        The stop is one trace, as a start is (_trace.py).
         """
+        with _trace.operation(self, "stop") as trace:
+            self.trace_id = trace.trace_id
+            self.log.info("spawnkit: stopping %s (trace_id=%s)", self._log_name, trace.trace_id)
+            await self._stop(now)
+
+    async def _stop(self, now):
         task = self._start_task
         if task is not None and task is not asyncio.current_task() and not task.done():
             self._cancelled_start = task
@@ -1009,15 +1036,26 @@ class SpawnkitSpawner(KubeSpawner):
         # Until this start has been accepted the service still holds the
         # previous operation's events.
         await self._start_event().wait()
+        # Read in JupyterHub's task, not the start's: the start's trace is
+        # given along. None (a spawner that did not start the server in
+        # this process): the stream goes without trace context, and its
+        # events still carry the service's trace_id of the start.
+        trace = self._start_trace
         last_id = None
         while True:
             try:
-                async with closing(self._api.events(self._server_path(), last_id)) as events:
+                async with closing(self._api.events(self._server_path(), last_id, trace)) as events:
                     async for event_id, kind, data in events:
                         last_id = event_id or last_id
                         event = {"message": data.get("message", "")}
                         if isinstance(data.get("progress"), int):
                             event["progress"] = data["progress"]
+                        # The service's key for the start's trace (only
+                        # the keys JupyterHub's page reads are otherwise
+                        # passed: a "ready" or "failed" of the service's
+                        # would end the page before JupyterHub's own).
+                        if isinstance(data.get("trace_id"), str) and data["trace_id"]:
+                            event["trace_id"] = data["trace_id"]
                         if kind == "failed" or data.get("failed"):
                             event["message"] = ": ".join(
                                 p for p in (data.get("reason"), data.get("message")) if p

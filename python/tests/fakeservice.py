@@ -26,10 +26,16 @@ GET .../options-form answers form_html; POST .../options-form (a hub that
 sends its configuration) answers form_html too. POST .../options-from-form
 answers {"profile": <the form's first "profile" value>}, from the field
 map itself or from its "form_data" (a hub that sends its configuration).
+
+Each request records its headers (a tornado HTTPHeaders: case-insensitive
+get). As the service does, the fake takes a start's trace id from its
+traceparent and puts it in every event of that start's progress stream
+as trace_id (none for a start without a valid traceparent).
 """
 
 import asyncio
 import json
+import re
 import socket
 import types
 import unittest
@@ -58,6 +64,18 @@ class Request:
         # without one).
         self.host = None
         self.client_cn = None
+        # Every header, as received.
+        self.headers = {}
+
+    @property
+    def traceparent(self):
+        return self.headers.get("traceparent")
+
+    @property
+    def trace_id(self):
+        """The trace id of a valid traceparent, else None."""
+        m = re.fullmatch(r"00-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}", self.traceparent or "")
+        return m.group(1) if m else None
 
     def __repr__(self):
         return f"{self.method} {self.path}{'?' + self.query if self.query else ''}"
@@ -65,6 +83,7 @@ class Request:
 
 def _record_connection(record, request):
     record.host = request.headers.get("Host")
+    record.headers = request.headers.copy()
     cert = request.get_ssl_certificate() if request.protocol == "https" else None
     if cert:
         for rdn in cert.get("subject", ()):
@@ -91,6 +110,10 @@ class FakeService:
         # since restart(): path -> status.
         self.forgotten = {}
         self.form_html = "<div>profiles</div>"
+        # path -> the trace id of the start that made the server's record
+        # (from its traceparent), which its progress events carry.
+        self.trace_ids = {}
+        self.trace_in_events = True  # False: as a service from before trace_id
         self.final_event = ("ready", {"ready": True, "url": "http://127.0.0.2:8888", "progress": 100})
         self._server = None
         self.port = None
@@ -200,6 +223,7 @@ class _ServerHandler(web.RequestHandler):
             self.fake.lose_starts -= 1
         else:
             self.fake.servers[path] = status
+            self.fake.trace_ids[path] = self.record.trace_id
         self._json(self.fake.start_status, status)
         if self.fake.claims:
             # As the service: the claim is named in the state once it
@@ -238,9 +262,12 @@ class _ServerHandler(web.RequestHandler):
         kind, data = self.fake.final_event
         if kind == "ready":
             status.update(phase="running", ready=True, url=data.get("url", ""))
+        trace = {}
+        if self.fake.trace_in_events and self.fake.trace_ids.get(path):
+            trace["trace_id"] = self.fake.trace_ids[path]
         self.set_header("Content-Type", "text/event-stream")
-        self.write(f"id: 1\nevent: progress\ndata: {json.dumps({'progress': 10, 'message': 'Pod created'})}\n\n")
-        self.write(f"id: 2\nevent: {kind}\ndata: {json.dumps(data)}\n\n")
+        self.write(f"id: 1\nevent: progress\ndata: {json.dumps({'progress': 10, 'message': 'Pod created', **trace})}\n\n")
+        self.write(f"id: 2\nevent: {kind}\ndata: {json.dumps({**data, **trace})}\n\n")
         await self.finish()
 
     async def delete(self, path, progress):
