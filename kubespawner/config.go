@@ -152,8 +152,15 @@ type Config struct {
 	// pulls, volume mounts: creating), end the start with reason
 	// PendingTimeout or CreatingTimeout. spawnkit's own; 0, the default,
 	// leaves only start_timeout, as KubeSpawner does.
-	PendingTimeout            Seconds  `json:"pending_timeout"`
-	CreatingTimeout           Seconds  `json:"creating_timeout"`
+	PendingTimeout  Seconds `json:"pending_timeout"`
+	CreatingTimeout Seconds `json:"creating_timeout"`
+	// UnschedulableTimeout ends a start whose pod the scheduler has
+	// refused (PodScheduled False, Unschedulable) this long, with reason
+	// Unschedulable and the scheduler's message, unless an autoscaler
+	// said it is adding a node for it (a TriggeredScaleUp or Nominated
+	// event). It needs the pod's events, so it applies only where they
+	// can be read. spawnkit's own; default 120; 0 turns it off.
+	UnschedulableTimeout      *Seconds `json:"unschedulable_timeout"`
 	K8sAPIRequestTimeout      Seconds  `json:"k8s_api_request_timeout"`       // default 3
 	K8sAPIRequestRetryTimeout Seconds  `json:"k8s_api_request_retry_timeout"` // default 30
 	DeleteGracePeriod         *Seconds `json:"delete_grace_period"`           // default 1; 0 means 0
@@ -254,4 +261,12 @@ type NetworkPolicyConfig struct {
 	// Ingress and Egress rules are added as they are.
 	Ingress []networkingv1.NetworkPolicyIngressRule `json:"ingress"`
 	Egress  []networkingv1.NetworkPolicyEgressRule  `json:"egress"`
+}
+
+// UnschedulableAfter is unschedulable_timeout as a duration, 0 when off.
+func (c *Config) UnschedulableAfter() time.Duration {
+	if c.UnschedulableTimeout == nil {
+		return 0
+	}
+	return c.UnschedulableTimeout.Duration()
 }

@@ -57,6 +57,9 @@ func (c Config) WithDefaults() Config {
 	if c.K8sAPIRequestRetryTimeout == 0 {
 		c.K8sAPIRequestRetryTimeout = 30
 	}
+	if c.UnschedulableTimeout == nil {
+		c.UnschedulableTimeout = ptr.To[Seconds](120)
+	}
 	if c.DeleteGracePeriod == nil {
 		c.DeleteGracePeriod = ptr.To[Seconds](1)
 	}

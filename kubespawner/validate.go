@@ -131,6 +131,9 @@ func (c *Config) validateStart() field.ErrorList {
 		}
 		errs = append(errs, checkName(key, ns, validation.IsDNS1123Label)...)
 	}
+	if c.UnschedulableTimeout != nil {
+		errs = append(errs, checkSeconds("unschedulable_timeout", *c.UnschedulableTimeout, true)...)
+	}
 	if c.DeleteGracePeriod != nil {
 		errs = append(errs, checkSeconds("delete_grace_period", *c.DeleteGracePeriod, true)...)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -57,6 +58,8 @@ type cell struct {
 	// hooks and clock are the Manager's, for Factories of a start's
 	// own Config (factoryFor).
 	hooks spawner.Hooks
+	tp    trace.TracerProvider
+	hash  bool
 	clock clock.Clock
 
 	mu   sync.Mutex // guards the fields below
@@ -118,7 +121,8 @@ func newCells(opts *Options) ([]*cell, error) {
 		if cl.Config != nil {
 			cfg = *cl.Config
 		}
-		f, err := spawner.NewFactory(spawner.Options{Client: cl.Client, Registry: cl.Registry, Config: cfg, Hooks: opts.Hooks, Clock: opts.Clock, Cluster: cl.Name})
+		f, err := spawner.NewFactory(spawner.Options{Client: cl.Client, Registry: cl.Registry, Config: cfg, Hooks: opts.Hooks, Clock: opts.Clock, Cluster: cl.Name,
+			TracerProvider: opts.TracerProvider, HashNames: opts.HashNames})
 		if err != nil {
 			if cl.Name != "" {
 				return nil, fmt.Errorf("manager: cluster %q: %w", cl.Name, err)
@@ -129,7 +133,7 @@ func newCells(opts *Options) ([]*cell, error) {
 			return nil, fmt.Errorf("manager: %s lets the user type the namespace (\"{value}\" in its namespace override): the Manager can neither watch nor trust a namespace it cannot list in advance", open)
 		}
 		cells = append(cells, &cell{name: cl.Name, client: cl.Client, registry: cl.Registry, factory: f, cfg: f.Config(), retired: cl.Retired,
-			ownCfg: cl.Config != nil, hooks: opts.Hooks, clock: opts.Clock})
+			ownCfg: cl.Config != nil, hooks: opts.Hooks, clock: opts.Clock, tp: opts.TracerProvider, hash: opts.HashNames})
 	}
 	return cells, nil
 }
@@ -174,7 +178,8 @@ func (m *Manager) factoryFor(c *cell, cfg *kubespawner.Config) (*spawner.Factory
 	if f != nil {
 		return f, nil
 	}
-	f, err := spawner.NewFactory(spawner.Options{Client: c.client, Registry: c.registry, Config: *cfg, Hooks: c.hooks, Clock: c.clock, Cluster: c.name})
+	f, err := spawner.NewFactory(spawner.Options{Client: c.client, Registry: c.registry, Config: *cfg, Hooks: c.hooks, Clock: c.clock, Cluster: c.name,
+		TracerProvider: c.tp, HashNames: c.hash})
 	if err != nil {
 		return nil, err
 	}

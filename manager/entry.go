@@ -25,6 +25,9 @@ type entry struct {
 	// only pod in another cluster).
 	cell *cell
 	sp   *spawner.Spawner
+	// traceID is the trace of the server's latest start or stop, for
+	// its log lines ("" without one).
+	traceID string
 	// splitBrain, when set, names the pods of this server found in more
 	// than one cluster: nothing acts on it until one is gone.
 	splitBrain string
@@ -164,8 +167,11 @@ func (m *Manager) setPhaseLocked(e *entry, p Phase) {
 		e.changed = m.opts.Clock.Now()
 	}
 	if e.status.Phase != p && m.log.Enabled() { // the arguments cost allocations
-		m.log.Info("phase", "user", e.key.user, "server", e.key.server, "from", e.status.Phase, "to", p,
-			"reason", e.status.Reason, "url", e.status.URL)
+		kv := []any{"user", e.key.user, "server", e.key.server, "from", e.status.Phase, "to", p, "reason", e.status.Reason, "url", e.status.URL}
+		if e.traceID != "" {
+			kv = append(kv, "trace_id", e.traceID)
+		}
+		m.log.Info("phase", kv...)
 	}
 	e.status.Phase = p
 	e.status.Ready = p == PhaseRunning

@@ -170,6 +170,7 @@ func (m *Manager) setLeadingLocked(leading bool) {
 		return
 	}
 	m.leading = leading
+	m.metrics.leadingNow(leading)
 	if leading {
 		close(m.led)
 	} else {

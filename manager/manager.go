@@ -8,11 +8,13 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/spawnkit/spawnkit/internal/phase"
 	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -96,6 +98,13 @@ type Options struct {
 	ClusterDownAfter time.Duration
 	// Registerer, when set, receives the Manager's metrics.
 	Registerer prometheus.Registerer
+	// TracerProvider, when set, receives a span per start
+	// (spawnkit.spawn: its wait for a start slot, then the Spawner's
+	// spawnkit.start with a child per phase) and per stop, under the span
+	// of the ctx given to Spawn or Stop; HashNames hashes the names made
+	// from the user's (spawner.Options). nil: no spans.
+	TracerProvider trace.TracerProvider
+	HashNames      bool
 	// Clock drives resync, retention and timestamps. Default: real.
 	Clock clock.WithTicker
 }
@@ -130,7 +139,8 @@ func (o *Options) defaults() {
 // Manager is a controller for a hub's servers, built only on the spawner
 // package's exported API. A Manager is safe for concurrent use.
 type Manager struct {
-	opts Options
+	tracer *phase.Tracer // nil: no spans
+	opts   Options
 	// cells are the clusters, the default first; byName finds them.
 	cells  []*cell
 	byName map[string]*cell
@@ -234,6 +244,7 @@ func New(opts Options) (*Manager, error) {
 		}
 	}
 	m.metrics = newMetrics(m)
+	m.tracer = phase.NewTracer(opts.TracerProvider, opts.HashNames)
 	if m.multi {
 		// Up until found otherwise (a cluster that does not sync in
 		// time, or fails, is marked down).

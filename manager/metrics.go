@@ -20,6 +20,11 @@ import (
 //
 // cluster is "" for a Manager without Options.Clusters.
 //
+//	spawnkit_manager_start_phase_duration_seconds{phase,cluster}  histogram: each phase of a start (slot_wait, plan, objects, scheduling, image_pull, container_start, readiness)
+//	spawnkit_manager_stops_total{outcome,cluster}                 stops that ended, stopped or failed
+//	spawnkit_manager_stop_duration_seconds{outcome,cluster}       histogram: Stop to the pod gone, or failed
+//	spawnkit_manager_leading                                      1 while this Manager leads, else 0
+//
 //	spawnkit_manager_spawns_in_flight                       starts running or queued
 //	spawnkit_manager_queue_depth{queue}                     "reconcile": the workqueue; "start": starts waiting for a slot
 //	spawnkit_manager_untrusted_pods_total                   pods that claim a server where its configuration does not put it (ignored)
@@ -29,6 +34,10 @@ type metrics struct {
 	spawnDuration  *prometheus.HistogramVec
 	failures       *prometheus.CounterVec
 	spawnsInFlight prometheus.Gauge
+	phase          *prometheus.HistogramVec
+	stops          *prometheus.CounterVec
+	stopDuration   *prometheus.HistogramVec
+	leading        prometheus.Gauge
 	untrusted      prometheus.Counter
 	splitBrains    prometheus.Counter
 	up             *prometheus.GaugeVec
@@ -52,6 +61,25 @@ func newMetrics(m *Manager) *metrics {
 			Name: "spawnkit_manager_failures_total",
 			Help: "Failed starts and exited servers, by reason.",
 		}, []string{"reason", "cluster"}),
+		phase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "spawnkit_manager_start_phase_duration_seconds",
+			Help: "Time a start spent in each phase: slot_wait, plan, objects, scheduling, image_pull (each image the node pulled), container_start, readiness; phases that ended only.",
+			// 1 ms (plan) to about 27 minutes (a big image's pull).
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 16),
+		}, []string{"phase", "cluster"}),
+		stops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spawnkit_manager_stops_total",
+			Help: "Stops that ended: outcome stopped (the pod is gone) or failed.",
+		}, []string{"outcome", "cluster"}),
+		stopDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "spawnkit_manager_stop_duration_seconds",
+			Help:    "Time from a Stop to its pod gone (or the stop failing).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 12),
+		}, []string{"outcome", "cluster"}),
+		leading: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "spawnkit_manager_leading",
+			Help: "1 while this Manager leads (starts, stops and resumes servers), 0 while it stands by.",
+		}),
 		spawnsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "spawnkit_manager_spawns_in_flight",
 			Help: "Starts running or waiting for a start slot.",
@@ -75,7 +103,8 @@ func newMetrics(m *Manager) *metrics {
 
 func (mm *metrics) register(r prometheus.Registerer) error {
 	var errs []error
-	for _, c := range []prometheus.Collector{mm.starts, mm.spawnDuration, mm.failures, mm.spawnsInFlight, mm.untrusted, mm.splitBrains, mm.up, mm} {
+	for _, c := range []prometheus.Collector{mm.starts, mm.spawnDuration, mm.failures, mm.spawnsInFlight, mm.untrusted, mm.splitBrains, mm.up, mm,
+		mm.phase, mm.stops, mm.stopDuration, mm.leading} {
 		errs = append(errs, r.Register(c))
 	}
 	return errors.Join(errs...)
@@ -86,6 +115,30 @@ func (mm *metrics) observeSpawn(kind opKind, outcome string, reason spawner.Reas
 	if outcome == "failed" && reason != spawner.ReasonDetached {
 		mm.failures.WithLabelValues(string(reason), cluster).Inc()
 	}
+}
+
+// phaseObserver observes a start's phases in cluster.
+func (mm *metrics) phaseObserver(cluster string) func(spawner.PhaseTiming) {
+	return func(p spawner.PhaseTiming) {
+		mm.phase.WithLabelValues(p.Phase, cluster).Observe(p.Duration.Seconds())
+	}
+}
+
+func (mm *metrics) observeStop(err error, d time.Duration, cluster string) {
+	outcome := "stopped"
+	if err != nil {
+		outcome = "failed"
+	}
+	mm.stops.WithLabelValues(outcome, cluster).Inc()
+	mm.stopDuration.WithLabelValues(outcome, cluster).Observe(d.Seconds())
+}
+
+func (mm *metrics) leadingNow(leading bool) {
+	v := 0.0
+	if leading {
+		v = 1
+	}
+	mm.leading.Set(v)
 }
 
 func (mm *metrics) clusterUp(cluster string, up bool) {

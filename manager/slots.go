@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/spawnkit/spawnkit/internal/phase"
 	"github.com/spawnkit/spawnkit/spawner"
 )
 
@@ -16,9 +17,19 @@ func (m *Manager) takeSlot(ctx context.Context, c *cell, e *entry, op *operation
 	}
 	select {
 	case c.slots <- struct{}{}:
+		m.metrics.phase.WithLabelValues(phase.SlotWait, c.name).Observe(0)
 		return nil
 	default:
 	}
+	began := m.opts.Clock.Now()
+	end := m.tracer.Step(ctx, phase.SlotWait)
+	var err error
+	defer func() {
+		end(err)
+		if err == nil {
+			m.metrics.phase.WithLabelValues(phase.SlotWait, c.name).Observe(m.opts.Clock.Since(began).Seconds())
+		}
+	}()
 	op.markQueued()
 	m.waitingMu.Lock()
 	m.waiting = append(m.waiting, e)
@@ -41,12 +52,13 @@ func (m *Manager) takeSlot(ctx context.Context, c *cell, e *entry, op *operation
 	if m.multi {
 		msg = fmt.Sprintf("Waiting for a start slot in cluster %q (%d starts in flight there; position %d in its queue)", c.name, cap(c.slots), pos)
 	}
-	stream.Publish(spawner.ProgressEvent{Message: msg, Time: m.opts.Clock.Now()})
+	stream.Publish(spawner.ProgressEvent{Message: msg, Time: m.opts.Clock.Now(), TraceID: phase.TraceID(ctx)})
 	select {
 	case c.slots <- struct{}{}:
 		return nil
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		err = context.Cause(ctx)
+		return err
 	}
 }
 

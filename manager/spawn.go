@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/spawnkit/spawnkit/internal/phase"
 	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -254,6 +256,8 @@ func (m *Manager) startLocked(ctx context.Context, e *entry, req startRequest) (
 	if op == nil {
 		return nil, Status{}, false, ErrNotLeader
 	}
+	opCtx, span := m.opSpan(opCtx, phase.OpSpawn, s, target.name)
+	e.traceID = phase.TraceID(opCtx)
 	now := m.opts.Clock.Now()
 	e.hub, e.hubSet = sopts.Hub, true
 	e.seeded = false
@@ -263,9 +267,10 @@ func (m *Manager) startLocked(ctx context.Context, e *entry, req startRequest) (
 	m.setPhaseLocked(e, PhaseStarting)
 	sopts.Progress = e.stream
 	sopts.OnPodCreated = op.markCreated
+	sopts.OnPhase = m.metrics.phaseObserver(target.name)
 	stream, esp := e.stream, e.sp
 	m.metrics.spawnsInFlight.Inc()
-	go m.runStart(opCtx, e, startJob{op: op, cluster: e.cell.name, sp: esp, stream: stream, do: func(ctx context.Context) (string, error) {
+	go m.runStart(opCtx, e, startJob{op: op, cluster: e.cell.name, sp: esp, stream: stream, span: span, do: func(ctx context.Context) (string, error) {
 		// A Stop (Cancelled) or the end of the term (Detached) while
 		// the start waits or checks: nothing was made.
 		ended := func(err error) error {
@@ -299,6 +304,9 @@ type startJob struct {
 	cluster string // the server's cluster, for metrics
 	sp      *spawner.Spawner
 	stream  *spawner.Stream
+	// span is the operation's (non-recording when not traced): runStart
+	// ends it.
+	span trace.Span
 	// do runs the start or resume; it returns the server's URL.
 	do func(ctx context.Context) (string, error)
 }
@@ -308,6 +316,9 @@ type startJob struct {
 func (m *Manager) runStart(ctx context.Context, e *entry, job startJob) {
 	op, cluster, sp, stream := job.op, job.cluster, job.sp, job.stream
 	defer m.endOp(op)
+	if job.span != nil {
+		defer job.span.End()
+	}
 	// podChanged skipped the pod's changes while the start ran: the
 	// server is reconciled from the cache once it has ended (after the
 	// phase below is set and the operation is gone), unless it succeeded
@@ -355,6 +366,9 @@ func (m *Manager) runStart(ctx context.Context, e *entry, job startJob) {
 		reason = ReasonUnschedulable
 	}
 	m.metrics.observeSpawn(op.kind, "failed", reason, m.opts.Clock.Now().Sub(began), cluster)
+	if job.span != nil {
+		phase.Fail(job.span, string(reason), err)
+	}
 	switch {
 	case reason == spawner.ReasonDetached:
 		// The term ended: the pod is left starting for the next leader,

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spawnkit/spawnkit/internal/phase"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/spawner"
 )
@@ -65,8 +66,9 @@ func (m *Manager) Stop(ctx context.Context, s naming.Server, opts spawner.StopOp
 	}
 	stream := spawner.NewStream()
 	e.stream = stream
+	e.traceID = phase.TraceID(ctx)
 	m.setPhaseLocked(e, PhaseStopping)
-	sp := e.sp
+	sp, cluster := e.sp, e.cell.name
 	e.mu.Unlock()
 
 	defer m.endOp(op)
@@ -76,7 +78,9 @@ func (m *Manager) Stop(ctx context.Context, s naming.Server, opts spawner.StopOp
 	defer stopDone(nil)
 	defer context.AfterFunc(opCtx, func() { stopDone(context.Cause(opCtx)) })()
 	opts.Progress = stream
+	began := m.opts.Clock.Now()
 	err := sp.Stop(stopCtx, opts)
+	m.metrics.observeStop(err, m.opts.Clock.Since(began), cluster)
 	if prev != nil {
 		<-prev.done // the start has cleaned up and returned
 	}

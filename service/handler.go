@@ -18,9 +18,11 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/spawnkit/spawnkit/internal/phase"
 	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/spawner"
@@ -76,7 +78,7 @@ func newHandler(b backend, opts handlerOptions) (http.Handler, error) {
 		return nil, err
 	}
 	// Metrics outermost but for the log: a refused token is counted too.
-	return logRequests(opts.Log, m.instrument(mux, identify(requireToken(opts.Token, jsonFallback(mux))))), nil
+	return traceContext(logRequests(opts.Log, m.instrument(mux, identify(requireToken(opts.Token, jsonFallback(mux)))))), nil
 }
 
 // ServiceHeader is on every answer of the API, 401s and 404s included,
@@ -525,9 +527,28 @@ func logRequests(log logr.Logger, next http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(sw, r.WithContext(logr.NewContext(r.Context(), log)))
-		log.Info("request", "method", r.Method, "path", r.URL.EscapedPath(), "query", queryKeys(r.URL),
+		kv := []any{"method", r.Method, "path", r.URL.EscapedPath(), "query", queryKeys(r.URL),
 			"status", sw.code, "bytes", sw.bytes, "duration", time.Since(start).Round(time.Microsecond).String(),
-			"remote", r.RemoteAddr)
+			"remote", r.RemoteAddr}
+		if id := phase.TraceID(r.Context()); id != "" {
+			kv = append(kv, "trace_id", id)
+		}
+		log.Info("request", kv...)
+	})
+}
+
+// traceContext puts the W3C trace context a client sent (traceparent,
+// tracestate) into the request's context, whether or not this process
+// exports spans: the Manager's spans become its children, and the trace
+// id goes into the log lines and the progress events either way. A
+// malformed traceparent is ignored, as the specification says.
+func traceContext(next http.Handler) http.Handler {
+	var tc propagation.TraceContext
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Traceparent") != "" {
+			r = r.WithContext(tc.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

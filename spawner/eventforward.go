@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/spawnkit/spawnkit/internal/phase"
 	"github.com/spawnkit/spawnkit/kubespawner"
 )
 
@@ -23,6 +24,8 @@ type eventForwarder struct {
 	// graceWait is set while a ready start waits for its first event:
 	// then an event wakes it.
 	graceWait atomic.Bool
+	// tl hears of every event of the pod as it arrives.
+	tl *phase.Timeline
 
 	mu   sync.Mutex // guards seen
 	seen map[occurrence]bool
@@ -80,15 +83,21 @@ func (fw *eventForwarder) any() bool {
 	return len(fw.seen) > 0
 }
 
-// fromHandler is the subscription's OnEvent function: it forwards an
-// event of the start's pod and wakes the start only while it waits for
-// its first event. An event of another pod of the name, or without a uid,
-// does not concern it.
+// fromHandler is the subscription's OnEvent function. It tells the
+// timeline of every event of the start's pod as it arrives. A Manager's
+// start (inline) has the event forwarded here and is woken only while it
+// waits for its first event; any other start is woken, as a subscription
+// without the handler would be, and forwards the event itself. An event
+// of another pod of the name, or without a uid, does not concern it.
 func (fw *eventForwarder) fromHandler(e *corev1.Event) bool {
 	if e.InvolvedObject.UID != fw.uid {
 		// Another pod's, or one without a uid, which the start does not
 		// follow (events.ForUID does not return it) either way.
-		return false
+		return !fw.em.inline
+	}
+	fw.tl.Event(e)
+	if !fw.em.inline {
+		return true
 	}
 	fw.forward(e)
 	return fw.graceWait.Load()

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/spawnkit/spawnkit/internal/phase"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
@@ -48,7 +49,13 @@ func (s *Spawner) Stop(ctx context.Context, opts StopOptions) error {
 	}
 	s.cancelOpsLocked(ErrStartCancelled)
 	s.mu.Unlock()
+	ctx, span := s.opSpan(ctx, phase.OpStop)
+	defer span.End()
+	if st := s.State(); st.PodName != "" {
+		s.podAttrs(span, st.Namespace, st.PodName)
+	}
 	em := newEmitter(opts.OnProgress, opts.Progress, s.b.clock)
+	em.traceID = phase.TraceID(ctx)
 	em.note(0, "Stopping the server")
 	if err := s.acquire(ctx); err != nil {
 		em.finishStop(err)
@@ -66,6 +73,9 @@ func (s *Spawner) Stop(ctx context.Context, opts StopOptions) error {
 		st := s.State()
 		err = fmt.Errorf("spawner: pod %s/%s was deleted but is still there after stop_timeout (%s): a finalizer nobody removes, or a node that does not answer: %w",
 			st.Namespace, st.PodName, limit.Duration(), ErrStopTimeout)
+	}
+	if err != nil {
+		phase.Fail(span, "", err)
 	}
 	em.finishStop(err)
 	return err
@@ -241,6 +251,8 @@ type podWatch struct {
 	pods     *reflector.Pods
 	sub      *reflector.Subscription
 	ns, name string
+	// stopped: the wait after a delete is traced (terminating, gone).
+	stopped bool
 }
 
 // deletePod deletes the pod w names (with a UID precondition when uid is
@@ -252,6 +264,7 @@ func (s *Spawner) deletePod(ctx context.Context, w podWatch, grace int64, uid ty
 	if uid != "" {
 		opts.Preconditions = &metav1.Preconditions{UID: ptr.To(uid)}
 	}
+	end := s.step(ctx, phase.Delete, "Pod", w.name)
 	err := s.call(ctx, func(ctx context.Context) error {
 		err := s.b.client.CoreV1().Pods(w.ns).Delete(ctx, w.name, opts)
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
@@ -259,15 +272,21 @@ func (s *Spawner) deletePod(ctx context.Context, w podWatch, grace int64, uid ty
 		}
 		return err
 	})
-	if err != nil {
+	if end(err); err != nil {
 		return err
 	}
+	w.stopped = s.b.tracer.On()
 	return s.waitPodGone(ctx, w, uid)
 }
 
 // waitPodGone waits until the cache has no pod of w's name (with uid,
 // when set), woken by the subscription.
 func (s *Spawner) waitPodGone(ctx context.Context, w podWatch, uid types.UID) error {
+	var gone goneTimes
+	if w.stopped {
+		gone.from = s.b.clock.Now()
+		defer func() { s.emitGone(ctx, &gone) }()
+	}
 	for {
 		p, ok, err := w.pods.Get(ctx, w.ns, w.name)
 		if err != nil {
@@ -276,10 +295,14 @@ func (s *Spawner) waitPodGone(ctx context.Context, w podWatch, uid types.UID) er
 		if !ok || (uid != "" && p.UID != uid) {
 			return nil
 		}
+		if w.stopped && gone.stopped.IsZero() && !anyRunning(p) {
+			gone.stopped = s.b.clock.Now()
+		}
 		select {
 		case <-w.sub.C():
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for pod %s/%s to go: %w", w.ns, w.name, context.Cause(ctx))
+			gone.err = fmt.Errorf("waiting for pod %s/%s to go: %w", w.ns, w.name, context.Cause(ctx))
+			return gone.err
 		}
 	}
 }

@@ -4,24 +4,46 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/spawnkit/spawnkit/internal/phase"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // operate runs a Start or Resume: registered so that Stop and Close can
 // cancel it (while it waits for the operation slot too), in the slot,
 // reporting progress, and ending with the final event.
-func (s *Spawner) operate(ctx context.Context, opts *StartOptions, do func(context.Context, *StartOptions, *emitter) (string, error)) (string, error) {
+func (s *Spawner) operate(ctx context.Context, name string, opts *StartOptions, do func(context.Context, *StartOptions, *emitter) (string, error)) (string, error) {
+	ctx, span := s.opSpan(ctx, name)
+	defer span.End()
 	ctx, done := s.beginOp(ctx)
 	defer done()
 	em := newEmitter(opts.OnProgress, opts.Progress, s.b.clock)
+	em.traceID = phase.TraceID(ctx)
 	if err := s.acquire(ctx); err != nil {
 		err = s.opError(ctx, err)
 		em.finish("", err)
+		failSpan(span, err)
 		return "", err
 	}
 	defer s.release()
 	url, err := do(ctx, opts, em)
 	em.finish(url, err)
+	failSpan(span, err)
 	return url, err
+}
+
+// failSpan marks an operation's span failed, with the reason of a
+// *StartError.
+func failSpan(span trace.Span, err error) {
+	if err == nil || !span.IsRecording() {
+		return
+	}
+	var serr *StartError
+	reason := ""
+	if errors.As(err, &serr) {
+		reason = string(serr.Reason)
+	}
+	phase.Fail(span, reason, err)
 }
 
 // opError is the error of an operation that could not take the slot.

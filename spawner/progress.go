@@ -29,6 +29,10 @@ type ProgressEvent struct {
 	Reason Reason `json:"reason,omitempty"`
 	// Stopped is set on the final event of a successful Stop.
 	Stopped bool `json:"stopped,omitempty"`
+	// TraceID is the operation's trace id (32 hex digits) when its ctx
+	// carried a span or a remote span context, as the service's API
+	// does with the hub's traceparent.
+	TraceID string `json:"trace_id,omitempty"`
 	// Event is the Kubernetes event behind this step, if any (read-only).
 	Event *corev1.Event `json:"-"`
 }
@@ -47,6 +51,8 @@ type emitter struct {
 	// inline: nothing but a Stream, which never blocks, receives the
 	// events, so pod events may be sent from the informer's handler.
 	inline bool
+	// traceID stamps every event (ProgressEvent.TraceID).
+	traceID string
 
 	mu       sync.Mutex // guards progress and done, and orders the calls of fn
 	progress float64
@@ -66,6 +72,7 @@ func (em *emitter) sendLocked(e ProgressEvent) {
 		return
 	}
 	em.done = e.Final()
+	e.TraceID = em.traceID
 	if em.stream != nil {
 		em.stream.Publish(e)
 	}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/spawnkit/spawnkit/internal/phase"
 	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/reflector"
 )
@@ -23,6 +24,7 @@ type readyWait struct {
 	ns, name string
 	uid      types.UID // the pod waited for
 	em       *emitter
+	tl       *phase.Timeline // what the start has seen of the pod
 
 	fw           *eventForwarder // with events
 	key          string          // built once: the loop reads the pod on every change
@@ -35,6 +37,8 @@ type readyWait struct {
 	phaseCheck   <-chan time.Time // wakes the loop to check the phase bounds
 	grace        <-chan time.Time // running once the pod is ready without events seen
 	graceOver    bool
+	tick         <-chan time.Time // the next progress message saying what the start waits for
+	unsched      <-chan time.Time // unschedulable_timeout of a refused pod runs out
 }
 
 // waitReady waits, woken by the reflector's subscription (no sleep
@@ -48,11 +52,12 @@ func (s *Spawner) waitReady(ctx context.Context, w *readyWait) (*reflector.Pod, 
 	wctx, cancel := context.WithTimeout(ctx, w.cfg.StartTimeout.Duration())
 	defer cancel()
 	if w.events != nil {
-		w.fw = &eventForwarder{em: w.em, uid: w.uid, shape: s.eventShaper(w.cfg)}
-		if w.em.inline {
-			w.sub.OnEvent(w.fw.fromHandler)
-			defer w.sub.OnEvent(nil)
-		}
+		w.fw = &eventForwarder{em: w.em, uid: w.uid, shape: s.eventShaper(w.cfg), tl: w.tl}
+		w.sub.OnEvent(w.fw.fromHandler)
+		defer w.sub.OnEvent(nil)
+	}
+	if w.em.followed() {
+		w.tick = s.b.clock.After(progressEvery)
 	}
 	w.key = reflector.PodKey(w.ns, w.name)
 	w.pulls = newPullTracker(2)
@@ -154,6 +159,9 @@ func (s *Spawner) judgePod(w *readyWait, pod *reflector.Pod) (*reflector.Pod, Re
 	} else if next > 0 && w.phaseCheck == nil {
 		w.phaseCheck = s.b.clock.After(next)
 	}
+	if reason, err := s.unschedulableBound(w); reason != "" {
+		return nil, reason, err
+	}
 	if !isReady(pod) {
 		return nil, "", nil
 	}
@@ -193,6 +201,13 @@ func (s *Spawner) readySleep(ctx, wctx context.Context, w *readyWait) (Reason, e
 		w.graceOver = true
 	case <-w.phaseCheck:
 		w.phaseCheck = nil
+	case <-w.unsched:
+		w.unsched = nil
+	case <-w.tick:
+		if msg := w.tl.Now(); msg != "" {
+			w.em.note(-1, msg)
+		}
+		w.tick = s.b.clock.After(progressEvery)
 	case <-w.missing:
 		if !w.inCache && !w.sub.Seen(w.pods, w.uid) {
 			if gone, err := s.podGone(wctx, w.ns, w.name, w.uid); err == nil && gone {
@@ -239,6 +254,34 @@ func (s *Spawner) phaseBound(cfg *kubespawner.Config, pod *reflector.Pod, began 
 	}
 	return "", 0, nil
 }
+
+// unschedulableBound ends the wait when the scheduler has refused the
+// pod for unschedulable_timeout and no autoscaler said it adds a node.
+// Without readable events nothing can say an autoscaler is on its way,
+// so it then leaves the start to pending_timeout and start_timeout.
+func (s *Spawner) unschedulableBound(w *readyWait) (Reason, error) {
+	limit := w.cfg.UnschedulableAfter()
+	if limit <= 0 || w.events == nil || w.eventsDenied || !w.events.Synced() {
+		return "", nil
+	}
+	since, msg, scaleUp := w.tl.Unschedulable()
+	if since.IsZero() || scaleUp {
+		return "", nil
+	}
+	left := limit - s.b.clock.Since(since)
+	if left <= 0 {
+		return ReasonUnschedulable, fmt.Errorf("pod %s/%s could not be scheduled for unschedulable_timeout (%s), and no autoscaler said it adds a node: %s",
+			w.ns, w.name, limit, msg)
+	}
+	if w.unsched == nil {
+		w.unsched = s.b.clock.After(left)
+	}
+	return "", nil
+}
+
+// progressEvery is how often a start's progress says what it waits for
+// and for how long ("Pulling image x on node n for 42 s").
+const progressEvery = 10 * time.Second
 
 // eventGrace bounds how long a ready pod's start waits for its first pod
 // event to reach the progress stream.

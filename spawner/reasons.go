@@ -26,6 +26,9 @@ const (
 	// were not running within creating_timeout.
 	ReasonPendingTimeout  Reason = "PendingTimeout"
 	ReasonCreatingTimeout Reason = "CreatingTimeout"
+	// ReasonUnschedulable: the scheduler refused the pod for
+	// unschedulable_timeout, and no autoscaler said it adds a node.
+	ReasonUnschedulable Reason = "Unschedulable"
 	// ReasonAPIError: a request to the API server failed (refused, or
 	// not answered within the retry budget); the message says which.
 	ReasonAPIError Reason = "APIError"

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/spawnkit/spawnkit/internal/phase"
 	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -102,6 +104,14 @@ type Options struct {
 	// kubernetes_cluster. (The package's Plan, a dry run without a
 	// Factory, names no cluster; Spawner.Plan does.)
 	Cluster string
+	// TracerProvider, when set, receives a span per Start, Resume and
+	// Stop with a child per phase (docs/observability.md lists them).
+	// nil, the default, makes no spans at all (not the global
+	// provider's: a hub opts in, with otel.GetTracerProvider() say).
+	// HashNames exports the user's and server's names, and the names
+	// made from them, as the first 16 hex digits of their SHA-256.
+	TracerProvider trace.TracerProvider
+	HashNames      bool
 }
 
 // Factory makes the Spawners of one configuration: it checks the Config,
@@ -117,6 +127,7 @@ type Factory struct {
 	hooks    Hooks
 	clock    clock.Clock
 	cluster  string // Options.Cluster
+	tracer   *phase.Tracer
 	// httpClient is true when client's requests go through net/http, so
 	// the request timeout can start when a request leaves the client.
 	httpClient bool
@@ -175,7 +186,8 @@ func NewFactory(opts Options) (*Factory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spawner: %w", err)
 	}
-	f := &Factory{client: opts.Client, registry: opts.Registry, cfg: cfg, namer: namer, hooks: opts.Hooks, clock: opts.Clock, cluster: opts.Cluster}
+	f := &Factory{client: opts.Client, registry: opts.Registry, cfg: cfg, namer: namer, hooks: opts.Hooks, clock: opts.Clock, cluster: opts.Cluster,
+		tracer: phase.NewTracer(opts.TracerProvider, opts.HashNames)}
 	f.profileNS, f.openNS = cfg.OverrideNamespaces()
 	if err := f.setRetired(); err != nil {
 		return nil, err

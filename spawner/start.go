@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/spawnkit/spawnkit/internal/phase"
 	"github.com/spawnkit/spawnkit/reflector"
 )
 
@@ -77,6 +79,9 @@ type StartOptions struct {
 	// it renders again, as without a Plan. A plan serves one Start, which
 	// may change its objects (ModifyPod).
 	Plan *Objects
+	// OnPhase, when set, is called from the operation's goroutine as
+	// each phase of the start ends (the Manager's phase histogram).
+	OnPhase func(PhaseTiming)
 }
 
 // Start creates the server's objects and waits until its pod is ready,
@@ -102,7 +107,7 @@ type StartOptions struct {
 // claim; a Start whose ctx is cancelled with ErrDetach as the cause
 // returns at once and leaves everything in place for Resume.
 func (s *Spawner) Start(ctx context.Context, opts StartOptions) (string, error) {
-	return s.operate(ctx, &opts, s.start)
+	return s.operate(ctx, phase.OpStart, &opts, s.start)
 }
 
 // startRun is what one Start carries through its steps (its progress)
@@ -118,6 +123,10 @@ type startRun struct {
 	createUncertain bool
 	claim           types.UID // the claim this start created, if any
 	claimName       string
+	// tl follows the pod from its create; onPhase is StartOptions'.
+	tl      *phase.Timeline
+	onPhase func(PhaseTiming)
+	began   time.Time // when the objects' creates began
 }
 
 func newStartID() string {
@@ -127,10 +136,17 @@ func newStartID() string {
 }
 
 func (s *Spawner) start(ctx context.Context, opts *StartOptions, em *emitter) (string, error) {
-	run := &startRun{em: em}
+	run := &startRun{em: em, tl: phase.NewTimeline(s.b.clock.Now), onPhase: opts.OnPhase}
 	em.note(0, "Preparing the server's objects")
 	prev := s.State()
+	began := s.b.clock.Now()
+	end := s.b.tracer.Step(ctx, phase.Plan)
 	o, step, err := s.objectsFor(ctx, run, opts)
+	end(err)
+	if err == nil {
+		run.phased(phase.Plan, s.b.clock.Now().Sub(began))
+		s.podAttrs(trace.SpanFromContext(ctx), o.State.Namespace, o.State.PodName)
+	}
 	if err != nil {
 		var reason Reason
 		if step == StepPlan {
@@ -187,7 +203,9 @@ func (s *Spawner) createAndWait(ctx context.Context, run *startRun, o *Objects, 
 		return "", s.failStart(ctx, run, step, reason, err)
 	}
 	growStack() // right before the deepest call: no wait in between for a GC to shrink the stack again
+	end := s.step(ctx, "create pod", "Pod", o.Pod.Name)
 	created, err := s.createPod(ctx, run, h.pods, h.sub, o.Pod)
+	end(err)
 	if err != nil {
 		return "", s.failStart(ctx, run, StepPod, collisionReason(err), err)
 	}
@@ -211,29 +229,36 @@ type startHandles struct {
 // caller's to close.
 func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *Objects) (h startHandles, step Step, reason Reason, err error) {
 	run.ns, run.name = o.State.Namespace, o.State.PodName
+	run.began = s.b.clock.Now()
 	if h.pods, err = s.podsHandle(ctx, run.ns); err != nil {
 		return h, StepWatch, "", err
 	}
 	// Events feed only the progress: a start nobody follows does not
 	// hold the event informer.
-	if boolOr(o.cfg.EventsEnabled, true) && run.em.followed() {
+	if boolOr(o.cfg.EventsEnabled, true) && (run.em.followed() || s.b.tracer.On()) {
 		if h.events, err = s.eventsHandle(ctx, run.ns); err != nil {
 			return h, StepWatch, "", err
 		}
 	}
-	h.sub = s.b.registry.SubscribeIf(run.ns, run.name, startWakes(o.cfg.FatalReasons))
+	h.sub = s.b.registry.SubscribeIf(run.ns, run.name, run.tl.Watch(startWakes(o.cfg.FatalReasons), o.cfg.UnschedulableAfter() > 0))
 	if o.Namespace != nil {
-		if err := s.ensureNamespace(ctx, o.Namespace); err != nil {
+		end := s.step(ctx, "create namespace", "Namespace", o.Namespace.Name)
+		err := s.ensureNamespace(ctx, o.Namespace)
+		if end(err); err != nil {
 			return h, StepNamespace, "", err
 		}
 	}
 	if o.NetworkPolicy != nil {
-		if err := s.ensureNetworkPolicy(ctx, o.NetworkPolicy); err != nil {
+		end := s.step(ctx, "create network policy", "NetworkPolicy", o.NetworkPolicy.Name)
+		err := s.ensureNetworkPolicy(ctx, o.NetworkPolicy)
+		if end(err); err != nil {
 			return h, StepPolicy, collisionReason(err), err
 		}
 	}
 	if o.ResourceQuota != nil {
+		end := s.step(ctx, "create resource quota", "ResourceQuota", o.ResourceQuota.Name)
 		quota, err := s.ensureQuota(ctx, o.ResourceQuota)
+		end(err)
 		if err != nil {
 			return h, StepQuota, collisionReason(err), err
 		}
@@ -245,7 +270,9 @@ func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *Objects) (h s
 	}
 	if o.PVC != nil {
 		run.em.note(0, "Ensuring the storage claim "+o.PVC.Name)
-		if err := s.ensurePVC(ctx, run, o.PVC); err != nil {
+		end := s.step(ctx, "create claim", "PersistentVolumeClaim", o.PVC.Name)
+		err := s.ensurePVC(ctx, run, o.PVC)
+		if end(err); err != nil {
 			return h, StepPVC, collisionReason(err), err
 		}
 		s.mu.Lock()
@@ -268,6 +295,7 @@ func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *Objects, h sta
 		return s.failStart(ctx, run, step, reason, err)
 	}
 	run.pod = created.UID
+	run.tl.Created(created.UID)
 	if err := s.checkKept(ctx, o.Pod, created, o.cfg.AllowedDroppedFields, run.em); err != nil {
 		return "", fail(StepPod, ReasonInvalid, err)
 	}
@@ -283,19 +311,25 @@ func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *Objects, h sta
 	// reports CreateContainerConfigError for this Secret and retries,
 	// which waitReady does not take as fatal (envSecretMissing).
 	if o.EnvSecret != nil {
-		if err := s.ensureOwned(ctx, created, o.EnvSecret); err != nil {
+		end := s.step(ctx, "create secret", "Secret", o.EnvSecret.Name)
+		err := s.ensureOwned(ctx, created, o.EnvSecret)
+		if end(err); err != nil {
 			return "", fail(StepSecret, collisionReason(err), err)
 		}
 	}
 	if o.Secret != nil {
-		if err := s.ensureOwned(ctx, created, o.Secret); err != nil {
+		end := s.step(ctx, "create secret", "Secret", o.Secret.Name)
+		err := s.ensureOwned(ctx, created, o.Secret)
+		if end(err); err != nil {
 			return "", fail(StepSecret, collisionReason(err), err)
 		}
 	}
 	if o.Service != nil {
 		svc := o.Service.DeepCopy()
 		svc.Spec.Selector = created.Labels
-		if err := s.ensureOwned(ctx, created, svc); err != nil {
+		end := s.step(ctx, "create service", "Service", svc.Name)
+		err := s.ensureOwned(ctx, created, svc)
+		if end(err); err != nil {
 			return "", fail(StepService, collisionReason(err), err)
 		}
 	}
@@ -304,10 +338,12 @@ func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *Objects, h sta
 			return "", fail(StepHook, "", fmt.Errorf("AfterPodCreated: %w", err))
 		}
 	}
+	run.phased(phase.Objects, s.b.clock.Now().Sub(run.began))
 	ready, reason, err := s.waitReady(ctx, &readyWait{
-		cfg: o.cfg, startHandles: h, em: run.em,
+		cfg: o.cfg, startHandles: h, em: run.em, tl: run.tl,
 		ns: created.Namespace, name: created.Name, uid: created.UID,
 	})
+	s.endWait(ctx, run, err)
 	if err != nil {
 		return "", fail(StepWait, reason, err)
 	}

@@ -34,7 +34,9 @@ func collisionReason(err error) Reason {
 
 // failStart turns a failure into a *StartError after cleaning up: a
 // detached start leaves everything; a cancelled one deletes its pod; a
-// failed one deletes its pod and the claim it created.
+// failed one deletes its pod, and the claim it created unless the pod
+// got as far as the wait (an image that cannot be pulled, a pod no node
+// takes: the next start needs the same claim, and may find it bound).
 func (s *Spawner) failStart(ctx context.Context, run *startRun, step Step, reason Reason, err error) error {
 	if reason == "" {
 		reason = failureReason(err)
@@ -61,7 +63,7 @@ func (s *Spawner) failStart(ctx context.Context, run *startRun, step Step, reaso
 			errs = append(errs, fmt.Errorf("deleting the pod after the failure: %w", err))
 		}
 	}
-	if !cancelled && run.claim != "" {
+	if !cancelled && run.claim != "" && step != StepWait {
 		if err := s.deleteClaim(cctx, run.ns, run.claimName, run.claim); err != nil {
 			errs = append(errs, fmt.Errorf("deleting the claim this start created: %w", err))
 		}

@@ -27,6 +27,7 @@ type flags struct {
 	tlsKeyFile          string
 	leaderElect         bool
 	adoptKubeSpawner    bool
+	traceHashNames      bool
 	leaseNamespace      string
 	leaseName           string
 	leaseIdentity       string
@@ -55,6 +56,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (fl
 	fs.StringVar(&f.tlsKeyFile, "tls-key-file", "", "PEM private key of -tls-cert-file")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a Lease acts, the others stand by (503 NotLeader)")
 	fs.BoolVar(&f.adoptKubeSpawner, "adopt-kubespawner", false, "also manage the user servers KubeSpawner started (pods labelled app.kubernetes.io/managed-by=kubespawner with the configuration's component label, in a namespace it trusts): reported running, polled, and deleted when the hub stops them, so a hub switched from KubeSpawner keeps them; only once no KubeSpawner hub runs on those pods (docs/z2jh.md, \"Switching over\")")
+	fs.BoolVar(&f.traceHashNames, "trace-hash-names", false, "export the user's and server's names, and the pod, object and user-namespace names made from them, as hashes in spans (tracing is configured by the OTEL_* environment; docs/observability.md)")
 	fs.StringVar(&f.leaseNamespace, "leader-elect-namespace", "", "namespace of the Lease (default: $POD_NAMESPACE, else the configuration's namespace)")
 	fs.StringVar(&f.leaseName, "leader-elect-name", "spawnkit-service", "name of the Lease")
 	fs.StringVar(&f.leaseIdentity, "leader-elect-identity", "", "this replica's name in the Lease (default: $POD_NAME, else host name and process id)")

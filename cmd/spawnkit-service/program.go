@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/spawnkit/spawnkit/internal/keyhint"
+	"github.com/spawnkit/spawnkit/internal/otelenv"
 	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/manager"
 	"github.com/spawnkit/spawnkit/naming"
@@ -111,7 +113,7 @@ func prepare(f flags, getenv func(string) string, stderr io.Writer) (*program, e
 		return nil, fmt.Errorf("the cluster config: %w", err)
 	}
 	defer release()
-	if _, err := p.newManager(cs, nil); err != nil {
+	if _, err := p.newManager(cs, nil, nil); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -166,8 +168,9 @@ func restConfig(f flags) (*rest.Config, error) {
 }
 
 // newManager makes the Manager the flags describe over cs (newClusters).
-func (p *program) newManager(cs []kubeCluster, reg prometheus.Registerer) (*manager.Manager, error) {
-	opts := manager.Options{Config: p.cfg, Registerer: reg, Clusters: p.managerClusters(cs), AdoptKubeSpawner: p.f.adoptKubeSpawner}
+func (p *program) newManager(cs []kubeCluster, reg prometheus.Registerer, tp trace.TracerProvider) (*manager.Manager, error) {
+	opts := manager.Options{Config: p.cfg, Registerer: reg, Clusters: p.managerClusters(cs), AdoptKubeSpawner: p.f.adoptKubeSpawner,
+		TracerProvider: tp, HashNames: p.f.traceHashNames}
 	if opts.Clusters == nil {
 		opts.Client, opts.Registry = cs[0].client, cs[0].registry
 	}
@@ -222,7 +225,22 @@ func (p *program) serve(ctx context.Context) error {
 	defer release()
 	// The Lease, and the probes' ping, are the default cluster's.
 	client := cs[0].client
-	m, err := p.newManager(cs, reg)
+	tp, stopTracing, err := otelenv.Setup(ctx, "spawnkit-service", spawner.Version, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Flush the spans not yet exported, for a bounded while.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(sctx); err != nil {
+			log.Error(err, "flushing the last spans")
+		}
+	}()
+	if tp != nil {
+		log.Info("exporting traces over OTLP (OTEL_* environment)", "hashNames", p.f.traceHashNames)
+	}
+	m, err := p.newManager(cs, reg, tp)
 	if err != nil {
 		return err
 	}

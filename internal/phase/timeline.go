@@ -292,3 +292,21 @@ func (tl *Timeline) End(failed error) []Interval {
 	}
 	return ivs
 }
+
+// Watch wraps a start's wake function (reflector.Registry.SubscribeIf):
+// every update of the pod is recorded first, and the first time the
+// scheduler refuses the pod wakes the start too when wakeUnschedulable
+// is set (it then arms its unschedulable timer).
+func (tl *Timeline) Watch(wakes func(old, updated *reflector.Pod) bool, wakeUnschedulable bool) func(old, updated *reflector.Pod) bool {
+	return func(old, updated *reflector.Pod) bool {
+		tl.Pod(updated)
+		if wakes(old, updated) {
+			return true
+		}
+		return wakeUnschedulable && refused(updated) && (old == nil || !refused(old))
+	}
+}
+
+func refused(p *reflector.Pod) bool {
+	return p.Scheduled.Status == corev1.ConditionFalse && p.Scheduled.Reason == corev1.PodReasonUnschedulable
+}

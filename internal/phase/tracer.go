@@ -136,6 +136,17 @@ type Interval struct {
 	Attrs []attribute.KeyValue
 }
 
+// Present reports whether an image_pull interval is of an image the node
+// already had (no pull).
+func (iv Interval) Present() bool {
+	for _, a := range iv.Attrs {
+		if a.Key == KeyPresent {
+			return a.Value.AsBool()
+		}
+	}
+	return false
+}
+
 // Emit makes a child span of ctx's span for each interval, with the
 // interval's own times.
 func (t *Tracer) Emit(ctx context.Context, ivs []Interval) {
