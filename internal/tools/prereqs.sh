@@ -8,7 +8,9 @@
 # Everything present is left alone, so a warm machine pays one quick check.
 #
 # Node.js and npm are never installed from Debian: Debian's npm conflicts
-# with NodeSource's Node.js, which this project's machines use.
+# with NodeSource's Node.js, which this project's machines use. Debian's
+# prometheus package is installed for its promtool only: its server is
+# neither started nor enabled.
 #
 # Environment:
 #   SPAWNKIT_PREREQS=skip   check nothing (a machine that runs only the Go
@@ -44,9 +46,16 @@ $py -c 'import kubernetes.client' 2>/dev/null || need+=(python3-kubernetes)
 # z2jh's hub image; the tests run the Spawner on both clients.
 $py -c 'import pycurl' 2>/dev/null || need+=(python3-pycurl)
 [[ -x /usr/bin/chromium ]] || need+=(chromium)
+# promtool: deploy/prometheus's tests check the shipped rules with it.
+# Without recommends, which would add prometheus-node-exporter.
+bare=()
+[[ -x /usr/bin/promtool ]] || bare+=(prometheus)
 
-if ((${#need[@]})); then
-	cmd=(apt-get install -y -qq "${need[@]}")
+if ((${#need[@]} + ${#bare[@]})); then
+	cmds=()
+	if ((${#need[@]})); then cmds+=("apt-get install -y -qq ${need[*]}"); fi
+	if ((${#bare[@]})); then cmds+=("apt-get install -y -qq --no-install-recommends ${bare[*]}"); fi
+	need+=("${bare[@]}")
 	if ! command -v apt-get >/dev/null; then
 		echo "prereqs: missing ${need[*]} and there is no apt-get here; install the equivalents of these Debian packages, or run only the Go packages: SPAWNKIT_PREREQS=skip make test" >&2
 		exit 1
@@ -56,20 +65,48 @@ if ((${#need[@]})); then
 		if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
 			sudo=(sudo -n)
 		else
-			echo "prereqs: missing ${need[*]}; as root run: apt-get update && ${cmd[*]}" >&2
+			echo "prereqs: missing ${need[*]}; as root run: apt-get update$(printf ' && %s' "${cmds[@]}")" >&2
 			exit 1
 		fi
 	fi
 	echo "prereqs: apt-get install ${need[*]}" >&2
+	# prometheus's postinst starts its server (and fails the install
+	# when the start fails, as where no init system runs). Where no
+	# policy-rc.d says otherwise (containers usually have one that
+	# refuses every start), one for the install refuses prometheus's.
+	policy=
+	if ((${#bare[@]})) && [[ ! -e /usr/sbin/policy-rc.d ]]; then
+		policy=/usr/sbin/policy-rc.d
+		trap '"${sudo[@]}" rm -f "$policy"' EXIT
+		printf '#!/bin/sh\n# prereqs.sh: the tests need promtool, not the server.\ncase "$1" in prometheus | prometheus.service) exit 101 ;; esac\nexit 104\n' |
+			"${sudo[@]}" tee "$policy" >/dev/null
+		"${sudo[@]}" chmod 755 "$policy"
+	fi
+	install() {
+		"${sudo[@]}" apt-get update -qq || return
+		local c
+		for c in "${cmds[@]}"; do
+			# shellcheck disable=SC2086 # a command of words without spaces
+			"${sudo[@]}" $c || return
+		done
+	}
 	log=$(mktemp)
 	# The output is shown only when it fails: apt is verbose.
-	if ! { "${sudo[@]}" apt-get update -qq && "${sudo[@]}" "${cmd[@]}"; } >"$log" 2>&1; then
+	if ! install >"$log" 2>&1; then
 		cat "$log" >&2
 		rm -f "$log"
 		echo "prereqs: apt-get install ${need[*]} failed (above)" >&2
 		exit 1
 	fi
 	rm -f "$log"
+	if [[ -n $policy ]]; then
+		"${sudo[@]}" rm -f "$policy"
+		trap - EXIT
+	fi
+	# The install enabled prometheus's unit: not at the next boot either.
+	if ((${#bare[@]})) && [[ -d /run/systemd/system ]]; then
+		"${sudo[@]}" systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+	fi
 fi
 
 # npm packages, each under its own prefix in spawnkit's cache (where
