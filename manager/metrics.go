@@ -107,6 +107,13 @@ func (mm *metrics) register(r prometheus.Registerer) error {
 		mm.phase, mm.stops, mm.stopDuration, mm.leading} {
 		errs = append(errs, r.Register(c))
 	}
+	// The outcomes exist at zero from the start: an alert on
+	// increase() sees the first failed stop after a restart too.
+	for _, c := range mm.m.cells {
+		for _, o := range []string{"stopped", "failed"} {
+			mm.stops.WithLabelValues(o, c.name)
+		}
+	}
 	return errors.Join(errs...)
 }
 

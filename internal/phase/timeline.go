@@ -17,7 +17,8 @@ import (
 // create: when it was bound and to which node, each image pull, when its
 // containers ran and when it was ready, and whether the scheduler found
 // it unschedulable. Pod and Event are called from the informers'
-// goroutines, the rest from the start's: a mutex orders them.
+// goroutines, the rest from the start's: a mutex orders them. A nil
+// Timeline records nothing.
 type Timeline struct {
 	now func() time.Time
 
@@ -49,6 +50,9 @@ func NewTimeline(now func() time.Time) *Timeline { return &Timeline{now: now} }
 
 // Created records the pod's create, which every later phase follows.
 func (tl *Timeline) Created(uid types.UID) {
+	if tl == nil {
+		return
+	}
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	tl.uid, tl.created = uid, tl.now()
@@ -57,7 +61,7 @@ func (tl *Timeline) Created(uid types.UID) {
 // Pod records what a state of the start's pod shows; other pods of the
 // name are ignored.
 func (tl *Timeline) Pod(p *reflector.Pod) {
-	if p == nil {
+	if tl == nil || p == nil {
 		return
 	}
 	tl.mu.Lock()
@@ -98,6 +102,9 @@ func allRunning(p *reflector.Pod) bool {
 // Event records what an event of the start's pod says about its phases:
 // image pulls and autoscalers.
 func (tl *Timeline) Event(e *corev1.Event) {
+	if tl == nil {
+		return
+	}
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	if tl.uid == "" || e.InvolvedObject.UID != tl.uid {
