@@ -2,6 +2,8 @@ package testutil
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -34,13 +37,16 @@ func TestJaegerReadsBackWhatTheSDKSent(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			service := "testutil-jaeger-" + strings.ReplaceAll(tc.protocol, "/", "-")
-			t.Setenv("OTEL_SERVICE_NAME", service) // read by the SDK's default resource
+			t.Setenv("OTEL_SERVICE_NAME", service)
 
 			exp, err := tc.exporter(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
-			tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
+			// resource.Environment, not the SDK's default resource: that
+			// reads OTEL_SERVICE_NAME once per process, and each protocol
+			// has its own service here.
+			tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(resource.Environment()))
 			tracer := tp.Tracer("spawnkit/internal/testutil")
 			ctx, parent := tracer.Start(t.Context(), "parent", trace.WithSpanKind(trace.SpanKindServer))
 			_, child := tracer.Start(ctx, "child")
@@ -128,5 +134,41 @@ func checkSentTrace(t *testing.T, tr *Trace, service string) {
 	}
 	if child.Start().Before(parent.Start()) || child.End().After(parent.End()) {
 		t.Errorf("child [%s, %s] is not within parent [%s, %s]", child.Start(), child.End(), parent.Start(), parent.End())
+	}
+}
+
+// stopTB records a Fatal or a Skip instead of ending the test goroutine.
+type stopTB struct {
+	testing.TB
+	fatal, skip string
+}
+
+func (f *stopTB) Helper()           {}
+func (f *stopTB) Fatal(args ...any) { f.fatal = fmt.Sprint(args...) }
+func (f *stopTB) Skip(args ...any)  { f.skip = fmt.Sprint(args...) }
+
+// A missing binary skips the test, and fails it under CI=true; either way
+// the message says how to build it.
+func TestJaegerMissingSkipsOrFailsUnderCI(t *testing.T) {
+	t.Setenv("SPAWNKIT_JAEGER", filepath.Join(t.TempDir(), "no-jaeger"))
+	for _, tc := range []struct {
+		ci       string
+		wantFail bool
+	}{{"", false}, {"false", false}, {"true", true}} {
+		t.Run("CI="+tc.ci, func(t *testing.T) {
+			t.Setenv("CI", tc.ci)
+			f := &stopTB{TB: t}
+			jaegerBinary(f)
+			got := f.skip
+			if tc.wantFail {
+				got = f.fatal
+			}
+			if got == "" || (f.fatal != "") == (f.skip != "") {
+				t.Fatalf("fatal %q, skip %q; want only a %s", f.fatal, f.skip, map[bool]string{true: "Fatal", false: "Skip"}[tc.wantFail])
+			}
+			if !strings.Contains(got, "internal/tools/jaeger.sh") {
+				t.Errorf("%q does not name internal/tools/jaeger.sh", got)
+			}
+		})
 	}
 }
