@@ -36,8 +36,18 @@ fi
 mkdir -p "$dir"
 start=$SECONDS
 log "building $JAEGER_VERSION (a minute or more on a cold cache)..."
-# Its output goes to stderr: stdout is the path a caller captures.
-(while sleep 30; do log "still building ($((SECONDS - start))s)"; done) >&2 &
+# It writes to stderr (stdout is the path a caller captures) and kills its
+# sleep when stopped, so that nothing holds the caller's pipes open.
+(
+	s=
+	trap 'kill "$s" 2>/dev/null; exit 0' TERM
+	while :; do
+		sleep 30 &
+		s=$!
+		wait "$s"
+		log "still building ($((SECONDS - start))s)"
+	done
+) >&2 &
 ticker=$!
 trap 'kill "$ticker" 2>/dev/null || true' EXIT
 
