@@ -64,6 +64,8 @@ func StartJaeger(t testing.TB) *Jaeger {
 	}
 	cmd := exec.Command(bin, "--config", cfg)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Killed with the test binary too (a go test timeout runs no cleanup).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		t.Fatalf("starting %s: %v", bin, err)
