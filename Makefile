@@ -4,7 +4,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: shape all prereqs testbin test test-oldest test-matrix vet fmt-check quickstart cluster bench bench-report image
+.PHONY: shape all prereqs testbin jaeger test test-oldest test-matrix vet fmt-check quickstart cluster bench bench-report image
 
 all: test
 
@@ -17,22 +17,31 @@ all: test
 testbin:
 	@internal/tools/build.sh
 
+# Builds Jaeger v2, the OTLP receiver of the trace tests, from the Go
+# module proxy into ~/.cache/spawnkit/tools/jaeger-<version>/ (once) and
+# prints the binary's path; the tests find it there or in $SPAWNKIT_JAEGER.
+jaeger:
+	@internal/tools/jaeger.sh
+
 # Installs, when missing, the Debian and npm packages the JupyterHub tests
 # use (`make test` does this first).
 prereqs:
 	@internal/tools/prereqs.sh
 
 # Everything CI runs: binaries, formatting, vet, and every test with the
-# race detector against the simulated cluster. First installs what the
+# race detector against the simulated cluster. Also builds Jaeger, the
+# trace tests' OTLP receiver, into ~/.cache/spawnkit/tools/ (once, like the
+# binaries; internal/tools/jaeger.sh). First installs what the
 # JupyterHub tests need when it is missing (internal/tools/prereqs.sh says
 # what; SPAWNKIT_PREREQS=skip leaves that out).
 test:
 	@internal/tools/prereqs.sh
 	@testbin=$$(internal/tools/build.sh); \
+	jaeger=$$(internal/tools/jaeger.sh); \
 	$(MAKE) --no-print-directory fmt-check vet; \
 	$(GO) run ./internal/shape -check; \
-	echo "go test -race ./... (binaries in $$testbin)"; \
-	CI=true SPAWNKIT_TESTBIN=$$testbin $(GO) test -race -count=1 -timeout 20m ./...
+	echo "go test -race ./... (binaries in $$testbin, jaeger $$jaeger)"; \
+	CI=true SPAWNKIT_TESTBIN=$$testbin SPAWNKIT_JAEGER=$$jaeger $(GO) test -race -count=1 -timeout 20m ./...
 
 vet:
 	$(GO) vet ./...

@@ -6,7 +6,10 @@
 // For each minor it builds (or finds cached) that row's control-plane
 // binaries with internal/tools/build.sh, then runs
 //
-//	CI=true SPAWNKIT_K8S=<minor> SPAWNKIT_TESTBIN=<dir> go test -race -count=1 -json <packages>
+//	CI=true SPAWNKIT_K8S=<minor> SPAWNKIT_TESTBIN=<dir> SPAWNKIT_JAEGER=<path> go test -race -count=1 -json <packages>
+//
+// Jaeger, the trace tests' OTLP receiver, does not depend on the minor:
+// internal/tools/jaeger.sh builds (or finds cached) it once, first.
 //
 // and reads the JSON stream. The reported release comes from the
 // "testcluster: api server vX.Y.Z ready" lines the simulated clusters
@@ -55,10 +58,15 @@ func main() {
 		rows = picked
 	}
 
+	jaeger, err := buildJaeger()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testmatrix:", err)
+		os.Exit(1)
+	}
 	var results []result
 	failed := false
 	for _, v := range rows {
-		r := run(v, strings.Fields(*pkgs), *timeout, *logs)
+		r := run(v, strings.Fields(*pkgs), *timeout, *logs, jaeger)
 		results = append(results, r)
 		failed = failed || r.err != nil || len(r.failed) > 0
 		fmt.Fprintf(os.Stderr, "testmatrix: %s: %d/%d packages passed in %s\n", v.Minor, r.passed, r.total, r.took.Round(time.Second))
@@ -117,7 +125,19 @@ type event struct {
 
 var serverLine = regexp.MustCompile(`testcluster: api server (v\d+\.\d+\.\d+\S*) ready`)
 
-func run(v testcluster.Versions, pkgs []string, timeout, logs string) (r result) {
+// buildJaeger builds Jaeger (or finds it cached) and returns its path.
+func buildJaeger() (string, error) {
+	build := exec.Command("internal/tools/jaeger.sh")
+	build.Stderr = os.Stderr
+	out, err := build.Output()
+	if err != nil {
+		return "", fmt.Errorf("building jaeger: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1], nil
+}
+
+func run(v testcluster.Versions, pkgs []string, timeout, logs, jaeger string) (r result) {
 	r.v = v
 	build := exec.Command("internal/tools/build.sh")
 	build.Env = append(os.Environ(), "SPAWNKIT_K8S="+v.Minor)
@@ -132,7 +152,7 @@ func run(v testcluster.Versions, pkgs []string, timeout, logs string) (r result)
 
 	args := append([]string{"test", "-race", "-count=1", "-timeout", timeout, "-json"}, pkgs...)
 	cmd := exec.Command("go", args...)
-	cmd.Env = append(os.Environ(), "CI=true", "SPAWNKIT_K8S="+v.Minor, "SPAWNKIT_TESTBIN="+dir)
+	cmd.Env = append(os.Environ(), "CI=true", "SPAWNKIT_K8S="+v.Minor, "SPAWNKIT_TESTBIN="+dir, "SPAWNKIT_JAEGER="+jaeger)
 	var stderr bytes.Buffer
 	cmd.Stderr = io.MultiWriter(os.Stderr, &stderr)
 	stdout, err := cmd.StdoutPipe()
@@ -140,7 +160,7 @@ func run(v testcluster.Versions, pkgs []string, timeout, logs string) (r result)
 		r.err = err
 		return r
 	}
-	fmt.Fprintf(os.Stderr, "testmatrix: %s: go %s (binaries in %s)\n", v.Minor, strings.Join(args, " "), dir)
+	fmt.Fprintf(os.Stderr, "testmatrix: %s: go %s (binaries in %s, jaeger %s)\n", v.Minor, strings.Join(args, " "), dir, jaeger)
 	// A row's time is its tests': a first build of the binaries (minutes)
 	// would make rows incomparable.
 	begin := time.Now()

@@ -1,7 +1,12 @@
 // Package testutil is the one set of waiting helpers every package's tests
 // use, and the fixtures the tests of several packages share (NewCert: a
-// CA and a serving certificate). It is test-only: nothing outside
-// _test.go files imports it.
+// CA and a serving certificate; StartJaeger: a Jaeger v2 process that
+// receives OTLP traces on 127.0.0.1 and reads them back). It is
+// test-only: nothing outside _test.go files imports it.
+//
+// StartJaeger runs the binary internal/tools/jaeger.sh builds (make test
+// builds it and passes its path as SPAWNKIT_JAEGER); without it the test
+// is skipped, or fails when CI=true.
 //
 // Waits are positive: a helper returns as soon as its condition holds and
 // fails the test, naming what it waited for and what it last saw, when the
