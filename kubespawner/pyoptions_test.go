@@ -75,7 +75,7 @@ func TestPythonOptionList(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(have, buf.Bytes()) {
-		t.Errorf("%s is not what the Go options give: run go test ./spawner -run TestPythonOptionList -update-python-options", pyOptionsFile)
+		t.Errorf("%s is not what the Go options give: run go test ./kubespawner -run TestPythonOptionList -update-python-options", pyOptionsFile)
 	}
 }
 
