@@ -52,7 +52,7 @@ func (s *Spawner) resume(ctx context.Context, opts *StartOptions, em *emitter) (
 		return "", fail(StepWait, ReasonCollision, err)
 	}
 	run.startID, run.pod = pod.Annotations.Get(naming.AnnotationStartID), pod.UID
-	run.tl.Created(pod.UID)
+	run.tl.Created(pod.UID, "")
 	run.tl.Pod(pod)
 	s.podAttrs(trace.SpanFromContext(ctx), pod.Namespace, pod.Name)
 	if rec, ok := StateFromPod(pod); ok {

@@ -295,7 +295,7 @@ func (s *Spawner) afterPod(ctx context.Context, run *startRun, o *Objects, h sta
 		return s.failStart(ctx, run, step, reason, err)
 	}
 	run.pod = created.UID
-	run.tl.Created(created.UID)
+	run.tl.Created(created.UID, mainImage(created))
 	if err := s.checkKept(ctx, o.Pod, created, o.cfg.AllowedDroppedFields, run.em); err != nil {
 		return "", fail(StepPod, ReasonInvalid, err)
 	}

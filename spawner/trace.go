@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/spawnkit/spawnkit/internal/phase"
 	"github.com/spawnkit/spawnkit/reflector"
@@ -113,4 +114,12 @@ func anyRunning(p *reflector.Pod) bool {
 		}
 	}
 	return false
+}
+
+// mainImage is the image of the pod's first container.
+func mainImage(p *corev1.Pod) string {
+	if len(p.Spec.Containers) == 0 {
+		return ""
+	}
+	return p.Spec.Containers[0].Image
 }

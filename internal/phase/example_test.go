@@ -13,7 +13,7 @@ import (
 func ExampleTimeline_Now() {
 	now := time.Unix(0, 0)
 	tl := phase.NewTimeline(func() time.Time { return now })
-	tl.Created("uid-1")
+	tl.Created("uid-1", "quay.io/x:1")
 	now = now.Add(3 * time.Second)
 	tl.Pod(&reflector.Pod{UID: "uid-1", NodeName: "n-3", Scheduled: reflector.PodCondition{Status: "True"}})
 	now = now.Add(4 * time.Second)

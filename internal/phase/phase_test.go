@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // clock is a hand-moved time source.
 type clock struct{ t time.Time }
 
-func (c *clock) now() time.Time            { return c.t }
+func (c *clock) now() time.Time             { return c.t }
 func (c *clock) add(d time.Duration) *clock { c.t = c.t.Add(d); return c }
 
 const uid = types.UID("u1")
@@ -61,7 +62,7 @@ func TestTimelineSuccess(t *testing.T) {
 	c := &clock{t: time.Unix(1000, 0)}
 	tl := phase.NewTimeline(c.now)
 	tl.Pod(pod(scheduled)) // before Created: not the start's yet
-	tl.Created(uid)
+	tl.Created(uid, "quay.io/x:1")
 	c.add(2 * time.Second)
 	tl.Pod(pod(scheduled))
 	tl.Event(event("Pulling", `Pulling image "quay.io/x:1"`))
@@ -108,7 +109,7 @@ func TestTimelineSuccess(t *testing.T) {
 func TestTimelineFailedPull(t *testing.T) {
 	c := &clock{t: time.Unix(1000, 0)}
 	tl := phase.NewTimeline(c.now)
-	tl.Created(uid)
+	tl.Created(uid, "quay.io/x:1")
 	c.add(time.Second)
 	tl.Pod(pod(scheduled))
 	tl.Event(event("Pulling", `Pulling image "nope:1"`))
@@ -140,7 +141,7 @@ func TestTimelineFailedPull(t *testing.T) {
 func TestTimelineUnschedulable(t *testing.T) {
 	c := &clock{t: time.Unix(1000, 0)}
 	tl := phase.NewTimeline(c.now)
-	tl.Created(uid)
+	tl.Created(uid, "quay.io/x:1")
 	refused := func(p *reflector.Pod) {
 		p.Scheduled = reflector.PodCondition{Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: 3 Insufficient cpu."}
 	}
@@ -230,3 +231,34 @@ func TestTracerOffAndOn(t *testing.T) {
 	}
 }
 
+// TestTimelinePullWithoutPulled: a kubelet whose Pulling event names no
+// image and that never says Pulled (events are best-effort; the
+// simulated cluster's does this): the pull is the pod's main image's,
+// and ends when a container is made from it.
+func TestTimelinePullWithoutPulled(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	tl := phase.NewTimeline(c.now)
+	tl.Created(uid, "quay.io/x:1")
+	tl.Pod(pod(scheduled))
+	tl.Event(event("Pulling", "Pulling image"))
+	c.add(3 * time.Second)
+	tl.Event(event("Started", "Started container"))
+	c.add(time.Second)
+	tl.Pod(pod(ready))
+	ivs := tl.End(nil)
+	if len(ivs) != 4 || ivs[1].Name != phase.ImagePull || !ivs[1].Done || ivs[1].End.Sub(ivs[1].Start) != 3*time.Second {
+		t.Fatalf("intervals = %+v", ivs)
+	}
+	if img, _ := attr(ivs[1], phase.KeyImage); img != "quay.io/x:1" {
+		t.Errorf("image = %q", img)
+	}
+}
+
+func attr(iv phase.Interval, k attribute.Key) (string, bool) {
+	for _, a := range iv.Attrs {
+		if a.Key == k {
+			return a.Value.Emit(), true
+		}
+	}
+	return "", false
+}

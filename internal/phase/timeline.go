@@ -36,6 +36,9 @@ type Timeline struct {
 	scaleUp, noScaleUp bool
 	running, ready     time.Time
 	pulls              []*pull
+	// image names a pull whose event does not (a kubelet's message
+	// quotes the image; a simulated one's may not).
+	image string
 }
 
 type pull struct {
@@ -48,14 +51,15 @@ type pull struct {
 // NewTimeline returns a Timeline timed by now.
 func NewTimeline(now func() time.Time) *Timeline { return &Timeline{now: now} }
 
-// Created records the pod's create, which every later phase follows.
-func (tl *Timeline) Created(uid types.UID) {
+// Created records the pod's create, which every later phase follows;
+// image is its main container's, for pull events that do not name one.
+func (tl *Timeline) Created(uid types.UID, image string) {
 	if tl == nil {
 		return
 	}
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	tl.uid, tl.created = uid, tl.now()
+	tl.uid, tl.created, tl.image = uid, tl.now(), image
 }
 
 // Pod records what a state of the start's pod shows; other pods of the
@@ -81,6 +85,7 @@ func (tl *Timeline) Pod(p *reflector.Pod) {
 	}
 	if tl.running.IsZero() && allRunning(p) {
 		tl.running = now
+		tl.pulledBy(now)
 	}
 	if tl.ready.IsZero() && p.Ready.Status == corev1.ConditionTrue {
 		tl.ready = now
@@ -133,6 +138,10 @@ func (tl *Timeline) Event(e *corev1.Event) {
 			}
 			p.failed = e.Message
 		}
+	case "Created", "Started":
+		// A container made from its image: its pull is over, whether
+		// or not a Pulled event said so.
+		tl.pulledBy(now)
 	case "TriggeredScaleUp", "Nominated":
 		tl.scaleUp = true
 	case "NotTriggerScaleUp":
@@ -140,8 +149,20 @@ func (tl *Timeline) Event(e *corev1.Event) {
 	}
 }
 
+// pulledBy ends the pulls still open at now (tl.mu held).
+func (tl *Timeline) pulledBy(now time.Time) {
+	for _, p := range tl.pulls {
+		if p.end.IsZero() {
+			p.end, p.failed = now, ""
+		}
+	}
+}
+
 // pullOf is the pull of image (tl.mu held).
 func (tl *Timeline) pullOf(image string) *pull {
+	if image == "" {
+		image = tl.image
+	}
 	for _, p := range tl.pulls {
 		if p.image == image {
 			return p
