@@ -31,10 +31,17 @@
 //
 // A start ends early when a container waits for one of fatal_reasons, when
 // an image pull fails for the second time, when pending_timeout passes
-// with the pod unscheduled, and when the pod ends or is deleted or
-// replaced by someone else (ErrPodGone). A failed Start returns a
-// *StartError naming the Step and the Reason, deletes the pod it created
-// and the claim it created; a claim that existed before is never deleted.
+// with the pod unscheduled, when the scheduler has refused the pod for
+// unschedulable_timeout with no autoscaler on its way, and when the pod
+// ends or is deleted or replaced by someone else (ErrPodGone). A failed
+// Start returns a *StartError naming the Step and the Reason and deletes
+// the pod it created; the claim it created goes too unless the start got
+// as far as waiting for its pod (StepWait); a claim that existed before is
+// never deleted.
+//
+// With Options.TracerProvider each Start, Resume and Stop is a span under
+// its ctx's, with a child per object and per phase; progress events carry
+// the trace id of a ctx that has one. docs/observability.md lists them.
 //
 // # Ownership and trust
 //

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/spawnkit/spawnkit/internal/dropped"
 	"github.com/spawnkit/spawnkit/kubespawner"
 )
 
@@ -47,7 +48,7 @@ func (e *FieldsDroppedError) Error() string {
 // sent's spec, or a label or annotation key, that allowed
 // (allowed_dropped_fields) does not cover; the allowed ones it reports in
 // the start's progress. Fields are compared by presence (see
-// droppedFields): the API server may normalise a value ("1000m" CPU read
+// dropped.Fields): the API server may normalise a value ("1000m" CPU read
 // back as "1") or add fields (defaults, admission plugins), and neither
 // is a loss.
 func (s *Spawner) checkKept(ctx context.Context, sent, created *corev1.Pod, allowed []string, em *emitter) error {
@@ -89,7 +90,7 @@ func (s *Spawner) checkKept(ctx context.Context, sent, created *corev1.Pod, allo
 // podDropped lists what created lacks of sent: fields of the spec, and
 // label and annotation keys (spawnkit's own say whose server the pod is).
 func podDropped(sent, created *corev1.Pod) ([]string, error) {
-	dropped, err := droppedFields(&sent.Spec, &created.Spec, "spec")
+	dropped, err := dropped.Fields(&sent.Spec, &created.Spec, "spec")
 	if err != nil {
 		return nil, err
 	}

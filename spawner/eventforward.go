@@ -39,6 +39,8 @@ type occurrence struct {
 
 // forward sends e to the progress unless it was sent before.
 func (fw *eventForwarder) forward(e *corev1.Event) {
+	// Events from before the handler was registered come this way only.
+	fw.tl.Event(e)
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
 	o := occurrence{e.UID, e.Count}

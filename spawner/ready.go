@@ -57,7 +57,7 @@ func (s *Spawner) waitReady(ctx context.Context, w *readyWait) (*reflector.Pod, 
 		defer w.sub.OnEvent(nil)
 	}
 	if w.em.followed() {
-		w.tick = s.b.clock.After(progressEvery)
+		w.tick = s.b.clock.After(s.b.progressInterval())
 	}
 	w.key = reflector.PodKey(w.ns, w.name)
 	w.pulls = newPullTracker(2)
@@ -173,7 +173,7 @@ func (s *Spawner) judgePod(w *readyWait, pod *reflector.Pod) (*reflector.Pod, Re
 	// the start time of exactly those starts whose events lag). A start
 	// without an OnProgress callback has nobody to show them to, and
 	// does not wait.
-	if w.events == nil || w.graceOver || w.fw.any() {
+	if w.events == nil || !w.em.followed() || w.graceOver || w.fw.any() {
 		return pod, "", nil
 	}
 	// From here an event wakes the start; one forwarded before that was
@@ -207,7 +207,7 @@ func (s *Spawner) readySleep(ctx, wctx context.Context, w *readyWait) (Reason, e
 		if msg := w.tl.Now(); msg != "" {
 			w.em.note(-1, msg)
 		}
-		w.tick = s.b.clock.After(progressEvery)
+		w.tick = s.b.clock.After(s.b.progressInterval())
 	case <-w.missing:
 		if !w.inCache && !w.sub.Seen(w.pods, w.uid) {
 			if gone, err := s.podGone(wctx, w.ns, w.name, w.uid); err == nil && gone {
@@ -282,6 +282,13 @@ func (s *Spawner) unschedulableBound(w *readyWait) (Reason, error) {
 // progressEvery is how often a start's progress says what it waits for
 // and for how long ("Pulling image x on node n for 42 s").
 const progressEvery = 10 * time.Second
+
+func (f *Factory) progressInterval() time.Duration {
+	if f.progressEvery > 0 {
+		return f.progressEvery
+	}
+	return progressEvery
+}
 
 // eventGrace bounds how long a ready pod's start waits for its first pod
 // event to reach the progress stream.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
@@ -151,6 +152,8 @@ type Factory struct {
 	// woken, set by tests only, is called each time a start's wait is
 	// woken by its subscription.
 	woken func()
+	// progressEvery, set by tests only, replaces progressEvery.
+	progressEvery time.Duration
 }
 
 // NewFactory checks opts once for every Spawner it will make: Client and

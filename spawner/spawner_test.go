@@ -236,15 +236,10 @@ func TestImagePullFailureFailsFastAndCleansUp(t *testing.T) {
 	if _, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, s.State().PodName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the failed pod is still there (err %v)", err)
 	}
-	// The claim this Start created goes with it; one that existed before
-	// a failed Start is kept.
-	waitDeleted(t, ctx, "PersistentVolumeClaim", ns, s.State().PVCName)
-	if _, err := cluster.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: s.State().PVCName},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// A start that got as far as the wait keeps the claim it created:
+	// the next start (with the image fixed) needs the same one.
+	if _, err := cluster.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, s.State().PVCName, metav1.GetOptions{}); err != nil {
+		t.Errorf("the claim of a start that failed in its wait was not kept: %v", err)
 	}
 	stream := NewStream()
 	opts := hubStart()

@@ -101,8 +101,10 @@ type StartOptions struct {
 // (KubeSpawner's, or made by hand) is reused, so a migrating hub keeps
 // its users' homes.
 //
-// A failed Start returns a *StartError and deletes the pod it created and
-// the claim it created; a claim that existed before is kept. A Start
+// A failed Start returns a *StartError and deletes the pod it created, and
+// the claim it created unless it failed waiting for the pod (StepWait: an
+// image that cannot be pulled, a pod no node takes); a claim that existed
+// before is kept. A Start
 // cancelled by Stop, by Close or by its ctx deletes its pod and keeps the
 // claim; a Start whose ctx is cancelled with ErrDetach as the cause
 // returns at once and leaves everything in place for Resume.
@@ -233,9 +235,10 @@ func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *Objects) (h s
 	if h.pods, err = s.podsHandle(ctx, run.ns); err != nil {
 		return h, StepWatch, "", err
 	}
-	// Events feed only the progress: a start nobody follows does not
+	// Events feed the progress, the trace and unschedulable_timeout
+	// (an autoscaler's word); a start that needs none of them does not
 	// hold the event informer.
-	if boolOr(o.cfg.EventsEnabled, true) && (run.em.followed() || s.b.tracer.On()) {
+	if boolOr(o.cfg.EventsEnabled, true) && (run.em.followed() || s.b.tracer.On() || o.cfg.UnschedulableAfter() > 0) {
 		if h.events, err = s.eventsHandle(ctx, run.ns); err != nil {
 			return h, StepWatch, "", err
 		}
