@@ -26,7 +26,7 @@ const (
 
 	// runbookBase is where the runbooks are published; each alert's
 	// runbook_url is this plus "#" and the anchor of its section.
-	runbookBase = "https://github.com/spawnkit/spawnkit/blob/main/docs/observability.md"
+	runbookBase = "https://github.com/spawnkit/spawnkit/blob/main/deploy/prometheus/runbooks.md"
 )
 
 // ruleFile is a Prometheus rule file (and a PrometheusRule's spec), with
