@@ -126,6 +126,10 @@ type progressEvent struct {
 	Reason   string    `json:"reason"`
 	Stopped  bool      `json:"stopped"` // final event of a successful stop
 	Time     time.Time `json:"time"`
+	// TraceID is the operation's trace id, when its request carried a
+	// traceparent (or the service makes spans): the Python Spawner hands
+	// it on to JupyterHub's progress events.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // final reports whether e ends its stream.

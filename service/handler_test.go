@@ -410,13 +410,14 @@ func TestListEmptyIsArray(t *testing.T) {
 	}
 }
 
-// events of a start: two steps, then ready.
+// events of a start: two steps, then ready, all of the start's trace.
 func startEvents() []progressEvent {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	return []progressEvent{
-		{Progress: 30, Message: "Scheduled", Time: t0},
-		{Progress: 50, Message: "Pulling <image> & \"more\"", Time: t0.Add(time.Second)},
-		{Progress: 100, Message: "Server ready", Ready: true, URL: "http://10.0.0.1:8888", Time: t0.Add(2 * time.Second)},
+		{Progress: 30, Message: "Scheduled", Time: t0, TraceID: trace},
+		{Progress: 50, Message: "Pulling <image> & \"more\"", Time: t0.Add(time.Second), TraceID: trace},
+		{Progress: 100, Message: "Server ready", Ready: true, URL: "http://10.0.0.1:8888", Time: t0.Add(2 * time.Second), TraceID: trace},
 	}
 }
 
@@ -498,7 +499,8 @@ func TestProgressReplaysAndResumes(t *testing.T) {
 			all := startEvents()
 			for i, e := range events {
 				want := all[len(all)-len(events)+i]
-				if e.data.Message != want.Message || e.data.Progress != want.Progress || (e.event == "ready") != want.Ready {
+				if e.data.Message != want.Message || e.data.Progress != want.Progress || (e.event == "ready") != want.Ready ||
+					e.data.TraceID != want.TraceID {
 					t.Errorf("event %s %+v, want %+v", e.event, e.data, want)
 				}
 			}

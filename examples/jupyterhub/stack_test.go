@@ -79,6 +79,9 @@ type stackOptions struct {
 	httpClient string
 	// adoptKubeSpawner gives the service -adopt-kubespawner.
 	adoptKubeSpawner bool
+	// serviceEnv is added to the service's environment (KEY=value), as
+	// the OTEL_* variables that make it export its spans (trace_test.go).
+	serviceEnv []string
 }
 
 // serviceTLS is the service's certificate and what verifies it.
@@ -175,7 +178,7 @@ func (s *stack) startService(ctx context.Context, t *testing.T) {
 	if s.opts.adoptKubeSpawner {
 		args = append(args, "-adopt-kubespawner")
 	}
-	p, err := startProcess("spawner-service", s.dir, s.logPath("spawner-service"), nil, s.serviceBin, args...)
+	p, err := startProcess("spawner-service", s.dir, s.logPath("spawner-service"), s.opts.serviceEnv, s.serviceBin, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,11 +462,20 @@ type progressEvent struct {
 	Ready    bool   `json:"ready"`
 	Failed   bool   `json:"failed"`
 	URL      string `json:"url"`
+	// TraceID is the start's trace, on the events SpawnkitSpawner passes
+	// on from the service (not on JupyterHub's own).
+	TraceID string `json:"trace_id"`
 }
 
 // progress reads JupyterHub's progress stream of a server until its ready
 // or failed event, or ctx ends.
 func (s *stack) progress(ctx context.Context, user, server string) ([]progressEvent, error) {
+	return s.progressEach(ctx, user, server, nil)
+}
+
+// progressEach is progress that also hands each event to each (when not
+// nil) as it arrives, so a test can act while the stream is still open.
+func (s *stack) progressEach(ctx context.Context, user, server string, each func(progressEvent)) ([]progressEvent, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.hubURL()+"/hub/api"+serverPath(user, server)+"/progress", nil)
 	if err != nil {
 		return nil, err
@@ -490,6 +502,9 @@ func (s *stack) progress(ctx context.Context, user, server string) ([]progressEv
 			return events, fmt.Errorf("progress event %q: %w", data, err)
 		}
 		events = append(events, ev)
+		if each != nil {
+			each(ev)
+		}
 		if ev.Ready || ev.Failed {
 			return events, nil
 		}
