@@ -126,6 +126,9 @@ type progressEvent struct {
 	Reason   string    `json:"reason"`
 	Stopped  bool      `json:"stopped"` // final event of a successful stop
 	Time     time.Time `json:"time"`
+	// TraceID is the trace id of the request that began the operation,
+	// when it sent a traceparent: a hub's trace and spawnkit's meet.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // final reports whether e ends its stream.

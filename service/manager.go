@@ -128,7 +128,7 @@ func (b *managerBackend) Events(ctx context.Context, s serverID) (<-chan progres
 		for e := range in {
 			select {
 			case out <- progressEvent{Progress: e.Progress, Message: e.Message, Ready: e.Ready, URL: e.URL,
-				Failed: e.Failed, Reason: string(e.Reason), Stopped: e.Stopped, Time: e.Time}:
+				Failed: e.Failed, Reason: string(e.Reason), Stopped: e.Stopped, Time: e.Time, TraceID: e.TraceID}:
 			case <-ctx.Done():
 				return
 			}
