@@ -24,11 +24,13 @@ type eventForwarder struct {
 	// graceWait is set while a ready start waits for its first event:
 	// then an event wakes it.
 	graceWait atomic.Bool
-	// tl hears of every event of the pod as it arrives.
+	// tl hears of every event of the pod once (timed), as it arrives or,
+	// for one from before the handler was set, when the start finds it.
 	tl *phase.Timeline
 
-	mu   sync.Mutex // guards seen
-	seen map[occurrence]bool
+	mu    sync.Mutex // guards seen and timed
+	seen  map[occurrence]bool
+	timed map[occurrence]bool
 }
 
 // occurrence is one occurrence of an event: its uid and count.
@@ -56,6 +58,22 @@ func (fw *eventForwarder) forward(e *corev1.Event) {
 	if keep {
 		fw.em.event(e, message)
 	}
+}
+
+// time tells the timeline of e unless it was told before: the handler
+// and the start's replay of earlier events (forwardEvents) both see it.
+func (fw *eventForwarder) time(e *corev1.Event) {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	o := occurrence{e.UID, e.Count}
+	if fw.timed[o] {
+		return
+	}
+	if fw.timed == nil {
+		fw.timed = map[occurrence]bool{}
+	}
+	fw.timed[o] = true
+	fw.tl.Event(e)
 }
 
 // eventShaper is what the start's progress shows of an event:
@@ -95,7 +113,7 @@ func (fw *eventForwarder) fromHandler(e *corev1.Event) bool {
 		// follow (events.ForUID does not return it) either way.
 		return !fw.em.inline
 	}
-	fw.tl.Event(e)
+	fw.time(e)
 	if !fw.em.inline {
 		return true
 	}
