@@ -24,7 +24,9 @@ type eventForwarder struct {
 	// graceWait is set while a ready start waits for its first event:
 	// then an event wakes it.
 	graceWait atomic.Bool
-	// tl hears of every event of the pod as it arrives.
+	// tl hears of every event of the pod as it arrives (beforePod sets a
+	// handler for it from the pod's create on) and when the start
+	// replays the earlier ones.
 	tl *phase.Timeline
 
 	mu   sync.Mutex // guards seen
@@ -39,8 +41,6 @@ type occurrence struct {
 
 // forward sends e to the progress unless it was sent before.
 func (fw *eventForwarder) forward(e *corev1.Event) {
-	// Events from before the handler was registered come this way only.
-	fw.tl.Event(e)
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
 	o := occurrence{e.UID, e.Count}
@@ -59,6 +59,11 @@ func (fw *eventForwarder) forward(e *corev1.Event) {
 		fw.em.event(e, message)
 	}
 }
+
+// time tells the timeline of e (which counts each occurrence once): the
+// handler and the start's replay of earlier events (forwardEvents) both
+// see it.
+func (fw *eventForwarder) time(e *corev1.Event) { fw.tl.Event(e) }
 
 // eventShaper is what the start's progress shows of an event:
 // event_message_rules, then the EventMessage hook; nil when neither is
@@ -97,7 +102,7 @@ func (fw *eventForwarder) fromHandler(e *corev1.Event) bool {
 		// follow (events.ForUID does not return it) either way.
 		return !fw.em.inline
 	}
-	fw.tl.Event(e)
+	fw.time(e)
 	if !fw.em.inline {
 		return true
 	}

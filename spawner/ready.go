@@ -83,9 +83,11 @@ func (s *Spawner) waitReady(ctx context.Context, w *readyWait) (*reflector.Pod, 
 	}
 }
 
-// forwardEvents sends the progress the pod's events the handler has not
-// forwarded yet: events from before the subscription or the pod's uid, or
-// all of them when the handler does not forward. It never waits for the
+// forwardEvents sends the progress, and the timeline, the pod's events
+// the handler has not seen: events from before the subscription or the
+// pod's uid (a kubelet's Pulling can come while the start still creates
+// the pod's Secret), or all of them when the handler does not forward.
+// It never waits for the
 // event informer: the start needs only the pod, and events that cannot be
 // read (a Role without list or watch on events) must not hold it to
 // start_timeout.
@@ -93,6 +95,7 @@ func (w *readyWait) forwardEvents(wctx context.Context) {
 	if w.events.Synced() {
 		if evs, err := w.events.ForUID(wctx, w.uid); err == nil {
 			for _, e := range evs {
+				w.fw.time(e)
 				w.fw.forward(e)
 			}
 		}

@@ -244,6 +244,12 @@ func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *Objects) (h s
 		}
 	}
 	h.sub = s.b.registry.SubscribeIf(run.ns, run.name, run.tl.Watch(startWakes(o.cfg.FatalReasons), o.cfg.UnschedulableAfter() > 0))
+	if h.events != nil {
+		// Timed as they come from the pod's create on (a kubelet's
+		// Pulling can come while the Secret is made); waitReady's own
+		// handler takes over.
+		h.sub.OnEvent(func(e *corev1.Event) bool { run.tl.Event(e); return false })
+	}
 	if o.Namespace != nil {
 		end := s.step(ctx, "create namespace", "Namespace", o.Namespace.Name)
 		err := s.ensureNamespace(ctx, o.Namespace)

@@ -42,6 +42,9 @@ func (s *Spawner) failStart(ctx context.Context, run *startRun, step Step, reaso
 		reason = failureReason(err)
 	}
 	serr := &StartError{Server: s.server, Step: step, Reason: reason, Err: err}
+	// A start that failed after its pod's create and before its wait
+	// still shows the phases it saw (none failed: the step did).
+	s.endWait(ctx, run, nil)
 	cancelled := ctx.Err() != nil
 	if cancelled {
 		cause := context.Cause(ctx)

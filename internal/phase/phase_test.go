@@ -262,3 +262,27 @@ func attr(iv phase.Interval, k attribute.Key) (string, bool) {
 	}
 	return "", false
 }
+
+// TestTimelineEventOnce: an occurrence of an event brought twice (the
+// handler, then the start's replay) is timed when it first came; End
+// gives the phases once.
+func TestTimelineEventOnce(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	tl := phase.NewTimeline(c.now)
+	tl.Created(uid, "img")
+	tl.Pod(pod(scheduled))
+	pulling := event("Pulling", `Pulling image "img"`)
+	pulling.UID, pulling.Count = "e1", 1
+	tl.Event(pulling)
+	c.add(5 * time.Second)
+	tl.Event(pulling) // replayed
+	if got := tl.Now(); got != "Pulling image img on node n-3 for 5 s; the node had no copy" {
+		t.Errorf("Now = %q", got)
+	}
+	if ivs := tl.End(nil); len(ivs) == 0 {
+		t.Fatal("no phases")
+	}
+	if again := tl.End(errors.New("x")); again != nil {
+		t.Errorf("End again = %v, want nothing", again)
+	}
+}

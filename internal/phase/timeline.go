@@ -36,9 +36,17 @@ type Timeline struct {
 	scaleUp, noScaleUp bool
 	running, ready     time.Time
 	pulls              []*pull
+	// seen: the event occurrences (uid, count) recorded; ended: End ran.
+	seen  map[occurrence]bool
+	ended bool
 	// image names a pull whose event does not (a kubelet's message
 	// quotes the image; a simulated one's may not).
 	image string
+}
+
+type occurrence struct {
+	uid   types.UID
+	count int32
 }
 
 type pull struct {
@@ -114,6 +122,18 @@ func (tl *Timeline) Event(e *corev1.Event) {
 	defer tl.mu.Unlock()
 	if tl.uid == "" || e.InvolvedObject.UID != tl.uid {
 		return
+	}
+	// The handler and the start's replay of earlier events may both
+	// bring one: the first is the one timed.
+	if e.UID != "" {
+		o := occurrence{e.UID, e.Count}
+		if tl.seen[o] {
+			return
+		}
+		if tl.seen == nil {
+			tl.seen = map[occurrence]bool{}
+		}
+		tl.seen[o] = true
 	}
 	now := tl.now()
 	switch e.Reason {
@@ -262,13 +282,17 @@ func (tl *Timeline) containersFrom() time.Time {
 // End closes the timeline at the start's end: its phases from the
 // create on, the one it failed in (when failed is set) carrying failed
 // as its error. Phases never seen are left out, except the one a
-// failure ended.
+// failure ended. Only the first call returns them.
 func (tl *Timeline) End(failed error) []Interval {
-	tl.mu.Lock()
-	defer tl.mu.Unlock()
-	if tl.created.IsZero() {
+	if tl == nil {
 		return nil
 	}
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if tl.created.IsZero() || tl.ended {
+		return nil
+	}
+	tl.ended = true
 	end := tl.now()
 	if !tl.ready.IsZero() && failed == nil {
 		end = tl.ready

@@ -33,7 +33,8 @@ const (
 
 	// ReadyAfterAnnotation is how long a pod stays Pending with its IP
 	// before its containers start (and, but for BehaviorNeverReady, become
-	// ready), as a Go duration string ("2s"); default 0s. A real kubelet
+	// ready), or with BehaviorImagePullError before its first pull fails,
+	// as a Go duration string ("2s"); default 0s. A real kubelet
 	// takes seconds here (the image pull), and the scheduler's and the
 	// kubelet's events reach watchers meanwhile; a test that shows them
 	// in a start's progress sets it so that their order does not depend
