@@ -17,6 +17,7 @@ import (
 func TestImportsOnlyTheLayersBelow(t *testing.T) {
 	allowed := []string{
 		"github.com/spawnkit/spawnkit/internal/leader",
+		"github.com/spawnkit/spawnkit/internal/phase",
 		"github.com/spawnkit/spawnkit/kubespawner",
 		"github.com/spawnkit/spawnkit/naming",
 		"github.com/spawnkit/spawnkit/reflector",
