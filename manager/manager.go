@@ -55,8 +55,10 @@ type Options struct {
 	// minutes.
 	Retention time.Duration
 	// UnschedulableTimeout fails a start whose pod has been unschedulable
-	// this long (reason Unschedulable). Default: 0, meaning only
-	// start_timeout ends it.
+	// this long (reason Unschedulable), whatever an autoscaler says.
+	// Default: 0, meaning only the configuration's bounds end it
+	// (unschedulable_timeout, which waits for an autoscaler on its way,
+	// pending_timeout and start_timeout).
 	UnschedulableTimeout time.Duration
 	// ConcurrentSpawnLimit bounds the starts in flight (JupyterHub's
 	// concurrent_spawn_limit); more wait in a queue and report their

@@ -12,7 +12,7 @@ import (
 // The Manager's metrics (with Options.Registerer):
 //
 //	spawnkit_manager_starts_total{kind,cluster}                     starts ("start") and resumed starts ("resume") begun
-//	spawnkit_manager_spawn_duration_seconds{kind,outcome,cluster} histogram: start/resume to ready or failure
+//	spawnkit_manager_spawn_duration_seconds{kind,outcome,cluster} histogram: start/resume to its end; outcome ready, failed, cancelled (Stop) or detached (the term ended)
 //	spawnkit_manager_failures_total{reason,cluster}                 starts that failed and servers that exited, by reason
 //	spawnkit_manager_servers{phase,cluster}                         servers by phase (as Status reports it: unknown too)
 //	spawnkit_manager_cluster_up{cluster}                            1 while the cluster is available, 0 while it is not
@@ -117,11 +117,22 @@ func (mm *metrics) register(r prometheus.Registerer) error {
 	return errors.Join(errs...)
 }
 
+// observeSpawn times a start that ended. A start cancelled (by Stop) or
+// detached (the term ended: the next leader resumes it) did not fail a
+// user, and has an outcome of its own, so that a failure ratio over
+// outcome="failed" is not raised by a rollout.
 func (mm *metrics) observeSpawn(kind opKind, outcome string, reason spawner.Reason, d time.Duration, cluster string) {
-	mm.spawnDuration.WithLabelValues(string(kind), outcome, cluster).Observe(d.Seconds())
 	if outcome == "failed" && reason != spawner.ReasonDetached {
 		mm.failures.WithLabelValues(string(reason), cluster).Inc()
 	}
+	switch {
+	case outcome != "failed":
+	case reason == spawner.ReasonDetached:
+		outcome = "detached"
+	case reason == spawner.ReasonCancelled:
+		outcome = "cancelled"
+	}
+	mm.spawnDuration.WithLabelValues(string(kind), outcome, cluster).Observe(d.Seconds())
 }
 
 // phaseObserver observes a start's phases in cluster.

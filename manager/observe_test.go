@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spawnkit/spawnkit/internal/phase"
 	"github.com/spawnkit/spawnkit/internal/testcluster"
@@ -49,6 +50,22 @@ func TestManagerTracesAndPhaseMetrics(t *testing.T) {
 	waitStatus(t, m, first, "running", phaseIs(PhaseRunning))
 	waitStatus(t, m, second, "running", phaseIs(PhaseRunning))
 	if _, err := m.Stop(ctx, first, spawner.StopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A start the hub stops before it is ready is cancelled, not failed:
+	// the failure ratio of the shipped rules must not count it.
+	third := naming.Server{Username: "tr-third"}
+	slowCfg := baseConfig(ns)
+	slowCfg.ExtraAnnotations = map[string]string{testcluster.ReadyAfterAnnotation: "60s"}
+	slow := SpawnOptions{Config: &slowCfg}
+	if _, _, err := m.Spawn(ctx, third, slow); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "the third start's pod", func() error {
+		_, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, "jupyter-tr-third", metav1.GetOptions{})
+		return err
+	})
+	if _, err := m.Stop(ctx, third, spawner.StopOptions{Now: true}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -107,15 +124,22 @@ func TestManagerTracesAndPhaseMetrics(t *testing.T) {
 			t.Errorf("phase %s observed %d times; all: %v", p, counts[p], counts)
 		}
 	}
-	if counts[phase.SlotWait] != 2 || counts[phase.Readiness] != 2 {
-		t.Errorf("two starts: slot_wait %d, readiness %d observations", counts[phase.SlotWait], counts[phase.Readiness])
+	if counts[phase.SlotWait] != 3 || counts[phase.Readiness] != 2 {
+		t.Errorf("three starts, two ready: slot_wait %d, readiness %d observations", counts[phase.SlotWait], counts[phase.Readiness])
+	}
+	outcomes := map[string]uint64{}
+	for _, mt := range byName["spawnkit_manager_spawn_duration_seconds"].GetMetric() {
+		outcomes[label(mt, "outcome")] += mt.GetHistogram().GetSampleCount()
+	}
+	if outcomes["ready"] != 2 || outcomes["cancelled"] != 1 || outcomes["failed"] != 0 {
+		t.Errorf("spawn outcomes = %v, want ready 2, cancelled 1, failed 0", outcomes)
 	}
 	stops := map[string]float64{}
 	for _, mt := range byName["spawnkit_manager_stops_total"].GetMetric() {
 		stops[label(mt, "outcome")] = mt.GetCounter().GetValue()
 	}
-	if v, ok := stops["failed"]; stops["stopped"] != 1 || !ok || v != 0 {
-		t.Errorf("stops = %v, want stopped 1 and failed present at 0", stops)
+	if v, ok := stops["failed"]; stops["stopped"] != 2 || !ok || v != 0 {
+		t.Errorf("stops = %v, want stopped 2 and failed present at 0", stops)
 	}
 	if g := byName["spawnkit_manager_leading"].GetMetric(); len(g) != 1 || g[0].GetGauge().GetValue() != 1 {
 		t.Errorf("leading = %v", g)

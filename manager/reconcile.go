@@ -151,9 +151,10 @@ func (m *Manager) apply(ctx context.Context, e *entry, st spawner.Status, sp *sp
 		e.stream = stream
 		stream.Publish(spawner.ProgressEvent{Message: "Found the server starting; following it.", Time: m.opts.Clock.Now()})
 		m.setPhaseLocked(e, PhaseStarting)
-		onPhase := m.metrics.phaseObserver(e.cell.name)
+		// No OnPhase: a resumed start's phases before the resume were
+		// timed (and observed) by the start that began them, if anyone.
 		go m.runStart(opCtx, e, startJob{op: op, cluster: e.cell.name, sp: sp, stream: stream, do: func(ctx context.Context) (string, error) {
-			return sp.Resume(ctx, spawner.StartOptions{Progress: stream, OnPhase: onPhase})
+			return sp.Resume(ctx, spawner.StartOptions{Progress: stream})
 		}})
 	default:
 		if phase == PhaseRunning || phase == PhaseStarting {

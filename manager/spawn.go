@@ -367,7 +367,7 @@ func (m *Manager) runStart(ctx context.Context, e *entry, job startJob) {
 	}
 	m.metrics.observeSpawn(op.kind, "failed", reason, m.opts.Clock.Now().Sub(began), cluster)
 	if job.span != nil {
-		phase.Fail(job.span, string(reason), err)
+		m.tracer.Fail(job.span, string(reason), err)
 	}
 	switch {
 	case reason == spawner.ReasonDetached:

@@ -1,21 +1,19 @@
 // Package spawner starts, polls and stops user servers on Kubernetes: a
 // Spawner runs one server, doing what KubeSpawner 7.1 does for
 // JupyterHub; package manager runs many on this package's exported API.
-// KubeSpawner's configuration (options, profiles, validation, loading) is
-// documented with package kubespawner.
+// The configuration (options, profiles, loading) is package kubespawner's.
 //
-// A hub creates one reflector.Registry, one Factory for its configuration
-// (NewFactory checks it once) and one Spawner per server (Factory.New),
+// A hub creates one reflector.Registry, one Factory per configuration
+// (NewFactory checks it once), one Spawner per server (Factory.New),
 // calls Start (StartOptions: what changes per start), Poll and Stop, and
-// keeps State in its database. LoadState restores it; its names win.
+// keeps State in its database (LoadState restores it; its names win).
 //
 // # Start
 //
-// Start first renders every object (Plan), so a start that cannot work
-// fails before any API call. A user namespace's quota is checked for room
-// before anything of the server exists (StepQuota, ReasonQuotaExceeded).
-// Start then creates the objects and waits until the pod is ready,
-// bounded by start_timeout.
+// Start renders every object first (Plan): a start that cannot work fails
+// before any API call; a user namespace's quota is checked for room before
+// anything of the server exists (ReasonQuotaExceeded). It then creates the
+// objects and waits, up to start_timeout, until the pod is ready.
 //
 // The hub's API token never enters the pod spec: secret_env's variables
 // come by secretKeyRef from a Secret that every start replaces. It, the
@@ -23,25 +21,20 @@
 // garbage collector deletes them with it.
 //
 // Each API request is bounded by k8s_api_request_timeout and retried
-// within k8s_api_request_retry_timeout only when its error is on an
-// allow-list (429, 500, 503, 504, timeouts, connection errors); a try that
-// timed out is retried with twice the timeout, up to four times the
-// setting. A create whose answer was lost is found by its start id and
-// kept: one start makes one pod.
+// within k8s_api_request_retry_timeout only for errors on an allow-list
+// (429, 500, 503, 504, timeouts, lost connections); a try that timed out
+// is retried with twice the timeout, up to four times the setting. A
+// create whose answer was lost is found by its start id: one start, one
+// pod.
 //
-// A start ends early when a container waits for one of fatal_reasons, when
-// an image pull fails for the second time, when pending_timeout passes
-// with the pod unscheduled, when the scheduler has refused the pod for
-// unschedulable_timeout with no autoscaler on its way, and when the pod
-// ends or is deleted or replaced by someone else (ErrPodGone). A failed
-// Start returns a *StartError naming the Step and the Reason and deletes
-// the pod it created; the claim it created goes too unless the start got
-// as far as waiting for its pod (StepWait); a claim that existed before is
-// never deleted.
-//
-// With Options.TracerProvider each Start, Resume and Stop is a span under
-// its ctx's, with a child per object and per phase; progress events carry
-// the trace id of a ctx that has one. docs/observability.md lists them.
+// A start ends early when a container waits for one of fatal_reasons, an
+// image pull fails twice, pending_timeout or unschedulable_timeout (no
+// autoscaler on its way) passes with the pod unscheduled, or the pod ends
+// or is deleted or replaced (ErrPodGone). A failed Start returns a
+// *StartError (Step, Reason) and deletes its pod, and the claim it
+// created unless it failed in StepWait with the claim bound; a claim that
+// existed before is never deleted. With Options.TracerProvider every
+// operation is a span with a child per phase (docs/observability.md).
 //
 // # Ownership and trust
 //

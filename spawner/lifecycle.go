@@ -58,6 +58,7 @@ func (s *Spawner) Stop(ctx context.Context, opts StopOptions) error {
 	em.traceID = phase.TraceID(ctx)
 	em.note(0, "Stopping the server")
 	if err := s.acquire(ctx); err != nil {
+		s.b.tracer.Fail(span, "", err)
 		em.finishStop(err)
 		return err
 	}
@@ -75,7 +76,7 @@ func (s *Spawner) Stop(ctx context.Context, opts StopOptions) error {
 			st.Namespace, st.PodName, limit.Duration(), ErrStopTimeout)
 	}
 	if err != nil {
-		phase.Fail(span, "", err)
+		s.b.tracer.Fail(span, "", err)
 	}
 	em.finishStop(err)
 	return err

@@ -22,19 +22,19 @@ func (s *Spawner) operate(ctx context.Context, name string, opts *StartOptions, 
 	if err := s.acquire(ctx); err != nil {
 		err = s.opError(ctx, err)
 		em.finish("", err)
-		failSpan(span, err)
+		s.failSpan(span, err)
 		return "", err
 	}
 	defer s.release()
 	url, err := do(ctx, opts, em)
 	em.finish(url, err)
-	failSpan(span, err)
+	s.failSpan(span, err)
 	return url, err
 }
 
 // failSpan marks an operation's span failed, with the reason of a
 // *StartError.
-func failSpan(span trace.Span, err error) {
+func (s *Spawner) failSpan(span trace.Span, err error) {
 	if err == nil || !span.IsRecording() {
 		return
 	}
@@ -43,7 +43,7 @@ func failSpan(span trace.Span, err error) {
 	if errors.As(err, &serr) {
 		reason = string(serr.Reason)
 	}
-	phase.Fail(span, reason, err)
+	s.b.tracer.Fail(span, reason, err)
 }
 
 // opError is the error of an operation that could not take the slot.

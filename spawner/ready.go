@@ -162,6 +162,9 @@ func (s *Spawner) judgePod(w *readyWait, pod *reflector.Pod) (*reflector.Pod, Re
 	} else if next > 0 && w.phaseCheck == nil {
 		w.phaseCheck = s.b.clock.After(next)
 	}
+	// The cache's pod too: a refusal the informer delivered before the
+	// create returned (or a create's retry found the pod) is not lost.
+	w.tl.Pod(pod)
 	if reason, err := s.unschedulableBound(w); reason != "" {
 		return nil, reason, err
 	}

@@ -103,8 +103,8 @@ type StartOptions struct {
 //
 // A failed Start returns a *StartError and deletes the pod it created, and
 // the claim it created unless it failed waiting for the pod (StepWait: an
-// image that cannot be pulled, a pod no node takes); a claim that existed
-// before is kept. A Start
+// image that cannot be pulled, a pod no node takes) with the claim bound;
+// a claim that existed before is kept. A Start
 // cancelled by Stop, by Close or by its ctx deletes its pod and keeps the
 // claim; a Start whose ctx is cancelled with ErrDetach as the cause
 // returns at once and leaves everything in place for Resume.

@@ -35,8 +35,11 @@ func collisionReason(err error) Reason {
 // failStart turns a failure into a *StartError after cleaning up: a
 // detached start leaves everything; a cancelled one deletes its pod; a
 // failed one deletes its pod, and the claim it created unless the pod
-// got as far as the wait (an image that cannot be pulled, a pod no node
-// takes: the next start needs the same claim, and may find it bound).
+// got as far as the wait with the claim bound (an image that cannot be
+// pulled: the next start needs the same claim, which may hold the
+// user's first files). A claim still pending goes: it holds nothing, and
+// one that cannot bind (a wrong storage_class) would fail every later
+// start of the server.
 func (s *Spawner) failStart(ctx context.Context, run *startRun, step Step, reason Reason, err error) error {
 	if reason == "" {
 		reason = failureReason(err)
@@ -66,7 +69,7 @@ func (s *Spawner) failStart(ctx context.Context, run *startRun, step Step, reaso
 			errs = append(errs, fmt.Errorf("deleting the pod after the failure: %w", err))
 		}
 	}
-	if !cancelled && run.claim != "" && step != StepWait {
+	if !cancelled && run.claim != "" && (step != StepWait || !s.claimBound(cctx, run)) {
 		if err := s.deleteClaim(cctx, run.ns, run.claimName, run.claim); err != nil {
 			errs = append(errs, fmt.Errorf("deleting the claim this start created: %w", err))
 		}
@@ -125,4 +128,20 @@ func (s *Spawner) cleanupPod(ctx context.Context, run *startRun) error {
 			return context.Cause(ctx)
 		}
 	}
+}
+
+// claimBound reports whether the claim run created is bound (kept after
+// a failed wait). When that cannot be read it says so: keeping a claim
+// is the safe side.
+func (s *Spawner) claimBound(ctx context.Context, run *startRun) bool {
+	var bound bool
+	err := s.call(ctx, func(ctx context.Context) error {
+		c, err := s.b.client.CoreV1().PersistentVolumeClaims(run.ns).Get(ctx, run.claimName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		bound = c.UID != run.claim || c.Status.Phase == corev1.ClaimBound
+		return nil
+	})
+	return bound || err != nil && !apierrors.IsNotFound(err)
 }

@@ -25,7 +25,7 @@ type PhaseTiming struct {
 func (s *Spawner) opSpan(ctx context.Context, name string) (context.Context, trace.Span) {
 	t := s.b.tracer
 	if !t.On() {
-		return ctx, trace.SpanFromContext(ctx)
+		return t.Start(ctx, name) // a span that records nothing, never the caller's
 	}
 	attrs := []attribute.KeyValue{t.Name(phase.KeyUser, s.server.Username), t.Name(phase.KeyServer, s.server.Servername)}
 	if s.b.cluster != "" {
@@ -36,7 +36,7 @@ func (s *Spawner) opSpan(ctx context.Context, name string) (context.Context, tra
 
 // podAttrs names the pod on the operation's span.
 func (s *Spawner) podAttrs(span trace.Span, ns, name string) {
-	if !span.IsRecording() {
+	if !s.b.tracer.On() || !span.IsRecording() {
 		return
 	}
 	t := s.b.tracer
@@ -70,7 +70,7 @@ func (s *Spawner) endWait(ctx context.Context, run *startRun, err error) {
 	ivs := run.tl.End(err)
 	s.b.tracer.Emit(ctx, ivs)
 	span := trace.SpanFromContext(ctx)
-	if node := run.tl.Node(); node != "" && span.IsRecording() {
+	if node := run.tl.Node(); node != "" && s.b.tracer.On() && span.IsRecording() {
 		span.SetAttributes(phase.KeyNode.String(node))
 	}
 	for _, iv := range ivs {

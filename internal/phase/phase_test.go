@@ -193,6 +193,13 @@ func TestTracerOffAndOn(t *testing.T) {
 	}
 	off.Step(ctx, "y")(errors.New("ignored"))
 	off.Emit(ctx, []phase.Interval{{Name: "z"}})
+	callerTP := sdktrace.NewTracerProvider()
+	defer callerTP.Shutdown(ctx)
+	cctx, caller := callerTP.Tracer("hub").Start(ctx, "caller")
+	if _, span := off.Start(cctx, "x"); span.IsRecording() || span == caller {
+		t.Error("off, Start handed out the caller's span (which the operation would end)")
+	}
+	caller.End()
 
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -220,8 +227,19 @@ func TestTracerOffAndOn(t *testing.T) {
 			t.Errorf("%s is not a child of the operation", s.Name())
 		}
 	}
-	if s := byName[phase.ImagePull]; s.Status().Code != codes.Error || s.Status().Description != "pull failed" || !s.StartTime().Equal(t0.Add(time.Second)) || !s.EndTime().Equal(t0.Add(5*time.Second)) {
-		t.Errorf("image_pull span: status %+v, %s to %s", s.Status(), s.StartTime(), s.EndTime())
+	// Hashed names: the error's message (which names the user's objects)
+	// is not exported, only that it failed.
+	if s := byName[phase.ImagePull]; s.Status().Code != codes.Error || s.Status().Description != "failed" || len(s.Events()) != 0 || !s.StartTime().Equal(t0.Add(time.Second)) || !s.EndTime().Equal(t0.Add(5*time.Second)) {
+		t.Errorf("image_pull span: status %+v, events %v, %s to %s", s.Status(), s.Events(), s.StartTime(), s.EndTime())
+	}
+	plain := phase.NewTracer(tp, false)
+	pctx, op := plain.Start(context.Background(), phase.OpStop)
+	plain.Step(pctx, phase.Delete)(errors.New("pods \"jupyter-alice\" is forbidden"))
+	op.End()
+	for _, s := range rec.Ended() {
+		if s.Name() == phase.Delete && (s.Status().Description != `pods "jupyter-alice" is forbidden` || len(s.Events()) != 1) {
+			t.Errorf("unhashed: status %+v, events %v; want the message and the error recorded", s.Status(), s.Events())
+		}
 	}
 	if s := byName[phase.Scheduling]; s.Status().Code != codes.Unset {
 		t.Errorf("scheduling span status %+v", s.Status())

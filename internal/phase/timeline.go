@@ -31,9 +31,10 @@ type Timeline struct {
 	node             string
 	unschedulable    time.Time
 	unschedulableMsg string
-	// scaleUp: an autoscaler said it adds a node for the pod
-	// (TriggeredScaleUp, Nominated); noScaleUp: it said it will not.
-	scaleUp, noScaleUp bool
+	// scaleUp: an autoscaler's latest word is that it adds a node for
+	// the pod (TriggeredScaleUp, Nominated), not that it will not
+	// (NotTriggerScaleUp).
+	scaleUp bool
 	running, ready     time.Time
 	pulls              []*pull
 	// seen: the event occurrences (uid, count) recorded; ended: End ran.
@@ -165,7 +166,7 @@ func (tl *Timeline) Event(e *corev1.Event) {
 	case "TriggeredScaleUp", "Nominated":
 		tl.scaleUp = true
 	case "NotTriggerScaleUp":
-		tl.noScaleUp = true
+		tl.scaleUp = false
 	}
 }
 
@@ -211,16 +212,22 @@ func quoted(msg string) string {
 // (zero: it has not, or the pod is bound), its message, and whether an
 // autoscaler said it is adding a node for it.
 func (tl *Timeline) Unschedulable() (since time.Time, msg string, scaleUp bool) {
+	if tl == nil {
+		return time.Time{}, "", false
+	}
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	if !tl.scheduled.IsZero() {
 		return time.Time{}, "", false
 	}
-	return tl.unschedulable, tl.unschedulableMsg, tl.scaleUp && !tl.noScaleUp
+	return tl.unschedulable, tl.unschedulableMsg, tl.scaleUp
 }
 
 // Node is the node the pod was bound to, "" before.
 func (tl *Timeline) Node() string {
+	if tl == nil {
+		return ""
+	}
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	return tl.node
@@ -229,6 +236,9 @@ func (tl *Timeline) Node() string {
 // Now says what the start waits for and for how long, as a progress
 // message ("" before the pod's create).
 func (tl *Timeline) Now() string {
+	if tl == nil {
+		return ""
+	}
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	if tl.created.IsZero() {
@@ -242,7 +252,7 @@ func (tl *Timeline) Now() string {
 	switch {
 	case tl.scheduled.IsZero() && !tl.unschedulable.IsZero():
 		msg := fmt.Sprintf("Waiting for a node for %s: %s", secs(now.Sub(tl.created)), tl.unschedulableMsg)
-		if tl.scaleUp && !tl.noScaleUp {
+		if tl.scaleUp {
 			msg += "; an autoscaler is adding a node"
 		}
 		return msg

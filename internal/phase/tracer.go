@@ -46,7 +46,6 @@ const (
 	KeyReason    = attribute.Key("spawnkit.reason")
 	KeyObject    = attribute.Key("spawnkit.object") // kind/name of an object a step creates
 	KeyPresent   = attribute.Key("spawnkit.image.present")
-	KeyStartID   = attribute.Key("spawnkit.start_id")
 )
 
 const scope = "github.com/spawnkit/spawnkit"
@@ -84,7 +83,8 @@ func (t *Tracer) Name(k attribute.Key, v string) attribute.KeyValue {
 // ctx and a non-recording span are returned).
 func (t *Tracer) Start(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	if t == nil {
-		return ctx, trace.SpanFromContext(ctx)
+		// Never the caller's own span: ending or marking it is not ours.
+		return ctx, noSpan
 	}
 	return t.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
 }
@@ -99,7 +99,7 @@ func (t *Tracer) Step(ctx context.Context, name string, attrs ...attribute.KeyVa
 	_, span := t.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
 	return func(err error) {
 		if err != nil {
-			Fail(span, "", err)
+			t.Fail(span, "", err)
 		}
 		span.End()
 	}
@@ -107,17 +107,25 @@ func (t *Tracer) Step(ctx context.Context, name string, attrs ...attribute.KeyVa
 
 func noEnd(error) {}
 
+// noSpan is a span that records nothing.
+var noSpan = trace.SpanFromContext(context.Background())
+
 // Fail sets span's status to an error with reason (an attribute, when
-// set) and err's message.
-func Fail(span trace.Span, reason string, err error) {
-	if !span.IsRecording() {
+// set) and err's message. With hashed names the message, which names
+// the user, the server and their objects, is left out: the status says
+// the reason only ("failed" without one).
+func (t *Tracer) Fail(span trace.Span, reason string, err error) {
+	if t == nil || span == nil || !span.IsRecording() {
 		return
 	}
 	if reason != "" {
 		span.SetAttributes(KeyReason.String(reason))
 	}
 	msg := reason
-	if err != nil {
+	switch {
+	case t.hash && msg == "":
+		msg = "failed"
+	case !t.hash && err != nil:
 		msg = err.Error()
 		span.RecordError(err)
 	}
@@ -156,7 +164,7 @@ func (t *Tracer) Emit(ctx context.Context, ivs []Interval) {
 	for _, iv := range ivs {
 		_, span := t.tracer.Start(ctx, iv.Name, trace.WithTimestamp(iv.Start), trace.WithAttributes(iv.Attrs...))
 		if iv.Err != nil {
-			Fail(span, "", iv.Err)
+			t.Fail(span, "", iv.Err)
 		}
 		span.End(trace.WithTimestamp(iv.End))
 	}
