@@ -241,3 +241,75 @@ func TestProgressSaysWhatTheStartWaitsFor(t *testing.T) {
 		t.Errorf("no progress message said what the start waited for: %q", msgs)
 	}
 }
+
+// TestTracingOffLeavesTheCallersSpan: without a TracerProvider an
+// operation makes no span and never touches the caller's: not ended, not
+// marked failed, no attribute added.
+func TestTracingOffLeavesTheCallersSpan(t *testing.T) {
+	ns := newNamespace(t)
+	cfg := baseConfig(ns)
+	cfg.ExtraAnnotations = map[string]string{testcluster.BehaviorAnnotation: testcluster.BehaviorImagePullError}
+	s := newSpawner(t, naming.Server{Username: "untraced"}, cfg)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	ctx, caller := tp.Tracer("hub").Start(ctxTimeout(t, 60*time.Second), "request")
+	if _, err := s.Start(ctx, hubStart()); err == nil {
+		t.Fatal("the start of a pod whose image cannot be pulled succeeded")
+	}
+	if err := s.Stop(ctx, StopOptions{Now: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rec.Ended()); n != 0 {
+		t.Fatalf("%d spans ended before the caller ended its own", n)
+	}
+	caller.End()
+	got := rec.Ended()
+	if len(got) != 1 || got[0].Status().Code != codes.Unset || len(got[0].Attributes()) != 0 {
+		t.Errorf("the caller's span was touched: %d spans, status %+v, attributes %v", len(got), got[0].Status(), got[0].Attributes())
+	}
+}
+
+// TestHashedNamesNeverLeaveInSpans: with HashNames a failed start's spans
+// carry the user's name nowhere: not in attributes, status or events.
+func TestHashedNamesNeverLeaveInSpans(t *testing.T) {
+	ns := newNamespace(t)
+	cfg := baseConfig(ns)
+	cfg.ExtraAnnotations = map[string]string{testcluster.BehaviorAnnotation: testcluster.BehaviorImagePullError}
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	s, err := New(naming.Server{Username: "zelda-private", Servername: "secretlab"}, Options{Client: cluster.Client, Registry: sharedRegistry(t), Config: cfg, TracerProvider: tp, HashNames: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := ctxTimeout(t, 60*time.Second)
+	if _, err := s.Start(ctx, hubStart()); err == nil || !strings.Contains(err.Error(), "zelda-private") {
+		t.Fatalf("Start = %v; want a failure naming the user (to the hub, not the trace)", err)
+	}
+	spans := rec.Ended()
+	if len(spans) < 3 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	for _, sp := range spans {
+		texts := []string{sp.Name(), sp.Status().Description}
+		for _, a := range sp.Attributes() {
+			texts = append(texts, a.Value.Emit())
+		}
+		for _, e := range sp.Events() {
+			texts = append(texts, e.Name)
+			for _, a := range e.Attributes {
+				texts = append(texts, a.Value.Emit())
+			}
+		}
+		for _, x := range texts {
+			if strings.Contains(x, "zelda") || strings.Contains(x, "secretlab") {
+				t.Errorf("span %s carries the name: %q", sp.Name(), x)
+			}
+		}
+	}
+	if start := named(spans, phase.OpStart); start.Status().Description != "ErrImagePull" {
+		t.Errorf("spawnkit.start status = %+v, want the reason alone", start.Status())
+	}
+}
