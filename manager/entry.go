@@ -171,7 +171,11 @@ func (m *Manager) setPhaseLocked(e *entry, p Phase) {
 		if e.traceID != "" {
 			kv = append(kv, "trace_id", e.traceID)
 		}
-		m.log.Info("phase", kv...)
+		log := m.log
+		if m.recovering.Load() {
+			log = log.V(1)
+		}
+		log.Info("phase", kv...)
 	}
 	e.status.Phase = p
 	e.status.Ready = p == PhaseRunning

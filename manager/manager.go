@@ -142,7 +142,10 @@ func (o *Options) defaults() {
 // package's exported API. A Manager is safe for concurrent use.
 type Manager struct {
 	tracer *phase.Tracer // nil: no spans
-	opts   Options
+	// recovering is set while recover adopts the servers it finds: their
+	// phase lines are then at V(1), and one summary line says the rest.
+	recovering atomic.Bool
+	opts       Options
 	// cells are the clusters, the default first; byName finds them.
 	cells  []*cell
 	byName map[string]*cell

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -153,4 +154,35 @@ func label(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestRecoveryLogsOneLine: a Manager that finds servers running logs one
+// summary line for them, not one line per server (those are at V(1)).
+func TestRecoveryLogsOneLine(t *testing.T) {
+	ns := newNamespace(t)
+	cfg := baseConfig(ns)
+	first, _ := runManager(t, Options{Config: cfg})
+	ctx := ctxTimeout(t, 60*time.Second)
+	for i := range 3 {
+		s := naming.Server{Username: fmt.Sprintf("rec-%d", i)}
+		if _, _, err := first.Spawn(ctx, s, SpawnOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitStatus(t, first, s, "running", phaseIs(PhaseRunning))
+	}
+	lines := newLogLines()
+	m := startManager(t, lines.ctx(ctx), Options{Config: cfg})
+	lines.waitLine(t, 30*time.Second, "recovered the servers found in the cluster", `"servers"=3`, `"running"=3`)
+	settle(t, m)
+	for {
+		select {
+		case line := <-lines.ch:
+			if strings.Contains(line, `"msg"="phase"`) || strings.Contains(line, `"phase"`) && strings.Contains(line, "rec-") {
+				t.Errorf("a recovered server logged its own line at V(0): %s", line)
+			}
+			continue
+		default:
+		}
+		break
+	}
 }

@@ -14,6 +14,9 @@ import (
 // seeded servers without a pod. With several clusters a server found in
 // more than one is a split brain: reported, and left alone.
 func (m *Manager) recover(ctx context.Context, log logr.Logger) {
+	m.recovering.Store(true)
+	defer m.recovering.Store(false)
+	defer m.logRecovered(log)
 	type found struct {
 		c   *cell
 		pod *reflector.Pod
@@ -70,6 +73,26 @@ func (m *Manager) recover(ctx context.Context, log logr.Logger) {
 			log.Error(err, "seeding a server", "user", sd.Server.Username, "server", sd.Server.Servername)
 		}
 	}
+}
+
+// logRecovered says in one line what recovery found: the servers by
+// phase (each server's own line is at V(1)).
+func (m *Manager) logRecovered(log logr.Logger) {
+	byPhase := map[Phase]int{}
+	n := 0
+	for _, e := range m.entries() {
+		e.mu.Lock()
+		byPhase[e.status.Phase]++
+		e.mu.Unlock()
+		n++
+	}
+	kv := []any{"servers", n}
+	for _, p := range []Phase{PhaseRunning, PhaseStarting, PhaseStopping, PhaseStopped, PhaseFailed, PhaseUnknown} {
+		if byPhase[p] > 0 {
+			kv = append(kv, string(p), byPhase[p])
+		}
+	}
+	log.Info("recovered the servers found in the cluster", kv...)
 }
 
 // recoverLate adopts the servers of a cluster whose informers synced
