@@ -33,8 +33,8 @@ func TestFreeAddr(t *testing.T) {
 	wg.Wait()
 	for addr := range seen {
 		host, port, _ := net.SplitHostPort(addr)
-		if p, _ := strconv.Atoi(port); host != "127.0.0.1" || p < 20000 || p > 32000 {
-			t.Errorf("FreeAddr = %s, want 127.0.0.1 and a port in 20000-32000", addr)
+		if p, _ := strconv.Atoi(port); host != "127.0.0.1" || p < 10000 || p > 32000 {
+			t.Errorf("FreeAddr = %s, want 127.0.0.1 and a port in 10000-32000", addr)
 		}
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {

@@ -47,7 +47,7 @@ func StartJaeger(t testing.TB) *Jaeger {
 	dir := t.TempDir()
 	addrs := make([]string, 4) // OTLP gRPC, OTLP HTTP, query HTTP, query gRPC
 	for i := range addrs {
-		a, err := freeAddr()
+		a, err := FreeAddr()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,17 +7,17 @@ import (
 	"sync"
 )
 
-// Ports freeAddr hands out: below Linux's ephemeral range, for the reason
-// internal/testcluster's FreeAddr gives (a port the kernel picked for a
-// listener on port 0 and closed again can be taken by any outgoing
-// connection before the program under test binds it). The range is
-// disjoint from testcluster's (20000-32000) so that the two, each with
-// its own record of what it handed out, never hand out the same port in
-// one test process. testutil does not import testcluster: that would
-// pull the simulated cluster's dependencies into every package's tests.
+// Ports FreeAddr hands out: below Linux's ephemeral range (32768-60999 by
+// default), from which the kernel picks the local port of every outgoing
+// connection and of every listener on port 0. A port found free there
+// and closed again can be taken by another test process's connection
+// before the program under test binds it ("address already in use", seen
+// in CI); here only another FreeAddr can, and each process starts at a
+// random place and never hands out a port twice. internal/testcluster
+// hands out the same (its FreeAddr is this one): one record per process.
 const (
 	firstPort = 10000
-	lastPort  = 19999
+	lastPort  = 32000
 )
 
 var (
@@ -26,9 +26,10 @@ var (
 	handed   = map[int]bool{}
 )
 
-// freeAddr returns a 127.0.0.1:port that was free a moment ago and that
-// this process has not handed out before. Safe for concurrent use.
-func freeAddr() (string, error) {
+// FreeAddr returns a 127.0.0.1:port that was free a moment ago and that
+// this process has not handed out before, for a program a test starts to
+// listen on. Safe for concurrent use.
+func FreeAddr() (string, error) {
 	portMu.Lock()
 	defer portMu.Unlock()
 	for range lastPort - firstPort {
