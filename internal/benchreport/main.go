@@ -145,6 +145,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 const image = "quay.io/jupyter/base-notebook:2024-01-01"
@@ -209,6 +210,10 @@ type Env struct {
 	// rows), RawEvents gives the raw side of the start rows an event
 	// informer too.
 	RawPlannedPod, NoEvents, RawEvents bool
+	// Tracing adds a third side to the start and manager rows: spawnkit
+	// with tracing on, exporting to Jaeger (started by run).
+	Tracing bool
+	Jaeger  *testutil.Jaeger
 }
 
 func main() {
@@ -226,6 +231,7 @@ func main() {
 	rawMinimal := flags.Bool("raw-minimal-pod", false, "diagnostic: the raw side creates a minimal pod instead of the pod spawnkit renders")
 	noEvents := flags.Bool("no-events", false, "diagnostic: spawnkit runs without events (events_enabled false), and the raw side of the manager rows without its event informer")
 	rawEvents := flags.Bool("raw-events", false, "diagnostic: the raw side of the start rows watches pod events too")
+	tracing := flags.Bool("tracing", false, "add to the start and manager rows a run of spawnkit with tracing on, exporting over OTLP gRPC to a Jaeger this program starts (make bench-report passes it; $SPAWNKIT_JAEGER or make jaeger's binary)")
 	child := flags.String("child", "", "internal: run one side of a spawn run, described by this JSON")
 	orphanChild := flags.Bool("orphan-child", false, "internal: measure the orphan rows in this process (with -repeats and -quick) and write them as JSON")
 	_ = flags.Parse(os.Args[1:])
@@ -262,7 +268,7 @@ func main() {
 		*busyB = 5
 	}
 	env := &Env{PollPods: *pollPods, Quick: *quick, SpawnLimit: *spawnLimit, BusyB: *busyB, CPUProfile: *cpuProfile, MemProfile: *memProfile,
-		RawPlannedPod: !*rawMinimal, NoEvents: *noEvents, RawEvents: *rawEvents}
+		RawPlannedPod: !*rawMinimal, NoEvents: *noEvents, RawEvents: *rawEvents, Tracing: *tracing}
 	groups, err := parseConfig(env, *sizes, *only, *repeats)
 	if err == nil {
 		env.Self, err = os.Executable()
@@ -446,6 +452,14 @@ func run(ctx context.Context, env *Env, groups []string, repeats int, jsonPath s
 		}
 	}()
 	env.Cluster = cluster
+	if env.Tracing && (slices.Contains(groups, "start") || slices.Contains(groups, "manager")) {
+		j, stopJaeger, err := startJaeger(ctx)
+		if err != nil {
+			return fmt.Errorf("starting jaeger for -tracing: %w", err)
+		}
+		defer stopJaeger()
+		env.Jaeger = j
+	}
 	env.Config = rest.CopyConfig(cluster.Config)
 	env.Config.QPS, env.Config.Burst = 50, 100 // the same for both sides
 	if env.Client, err = kubernetes.NewForConfig(env.Config); err != nil {
@@ -553,6 +567,15 @@ func printTable(out io.Writer, r Report) {
 			if len(m.Failed) > 0 {
 				holds += fmt.Sprintf(" (%d failed)", len(m.Failed))
 			}
+		}
+		if len(m.Raw) == 0 && len(m.Spawnkit) > 0 {
+			// A row of spawnkit's own values (tracing's cost): no raw
+			// side, no ratio; the ratio columns hold the values' spread,
+			// without ×.
+			v := summarize(m.Spawnkit)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Unit, m.Better,
+				num(v.Median), num(v.Min), num(v.Median), num(v.Max), goal, holds)
+			continue
 		}
 		if len(m.Spawnkit) == 0 {
 			if m.Goal != nil {
