@@ -81,6 +81,26 @@
 // reports its clock, CPU and requests for the spawns alone. -cpuprofile
 // writes a CPU profile of each such window.
 //
+// With -tracing (make bench-report passes it) the start and manager rows
+// get a third side per repeat, spawnkit with tracing on: an SDK
+// TracerProvider whose batch span processor (the SDK's defaults) exports
+// over OTLP gRPC to a Jaeger this program starts on 127.0.0.1
+// (testutil.LaunchJaeger; its binary is $SPAWNKIT_JAEGER or make
+// jaeger's). The three sides take turns at going first. Its window ends
+// with a ForceFlush, so the exports of the window's spans are in its CPU,
+// and the warm-up's spans are flushed before the clock. After the run
+// the parent reads the run's traces back from Jaeger's query API
+// (GET /api/traces?service=..., a service name per run): a run none of
+// whose traces holds its root span (spawnkit.start or spawnkit.spawn)
+// with a phase span under it has failed, so a broken exporter cannot
+// report a cheap "on". Rows (tracing.go): client CPU per spawn with
+// tracing on against raw client-go; the same against spawnkit with
+// tracing off (on/off; the raw column then holds "off"); tracing's cost,
+// on minus off in µs of CPU per spawn; and the spans exported per spawn.
+// The last two have no raw side: their ratio columns hold their own
+// values' min/median/max, without ×. The rows without tracing are made
+// as before, from the other two sides.
+//
 // Honesty rules: in spawn rows both sides get the same client rate limit
 // (QPS 50, burst 100), informers synced before the clock starts (both
 // sides receive protobuf; spawnkit's Registry asks for it without gzip
@@ -115,6 +135,7 @@
 //
 //	go run ./internal/benchreport -repeats 5 -json bench-report.json
 //	go run ./internal/benchreport -quick -only start
+//	go run ./internal/benchreport -quick -only start,manager -tracing
 //	go run ./internal/benchreport -only manager -sizes 1000 -cpuprofile /tmp/spawn
 package main
 
