@@ -83,9 +83,12 @@ bench:
 # spawnkit side by side with raw client-go on a simulated cluster: prints a
 # table of ratios (min/median/max over repeats) and writes
 # bench-report.json. A program, not a test: `make test` never runs it.
+# -tracing adds the start and manager rows with tracing on, exporting to
+# a Jaeger the program starts (built by internal/tools/jaeger.sh).
 bench-report:
 	@testbin=$$(internal/tools/build.sh); \
-	SPAWNKIT_TESTBIN=$$testbin $(GO) run ./internal/benchreport -json bench-report.json
+	jaeger=$$(internal/tools/jaeger.sh); \
+	SPAWNKIT_TESTBIN=$$testbin SPAWNKIT_JAEGER=$$jaeger $(GO) run ./internal/benchreport -tracing -json bench-report.json
 
 # The service's OCI image, with no container runtime and no registry: only
 # the Go module proxy (internal/imagebuild says what is in it). Writes

@@ -81,6 +81,26 @@
 // reports its clock, CPU and requests for the spawns alone. -cpuprofile
 // writes a CPU profile of each such window.
 //
+// With -tracing (make bench-report passes it) the start and manager rows
+// get a third side per repeat, spawnkit with tracing on: an SDK
+// TracerProvider whose batch span processor (the SDK's defaults) exports
+// over OTLP gRPC to a Jaeger this program starts on 127.0.0.1
+// (testutil.LaunchJaeger; its binary is $SPAWNKIT_JAEGER or make
+// jaeger's). The three sides take turns at going first. Its window ends
+// with a ForceFlush, so the exports of the window's spans are in its CPU,
+// and the warm-up's spans are flushed before the clock. After the run
+// the parent reads the run's traces back from Jaeger's query API
+// (GET /api/traces?service=..., a service name per run): a run none of
+// whose traces holds its root span (spawnkit.start or spawnkit.spawn)
+// with a phase span under it has failed, so a broken exporter cannot
+// report a cheap "on". Rows (tracing.go): client CPU per spawn with
+// tracing on against raw client-go; the same against spawnkit with
+// tracing off (on/off; the raw column then holds "off"); tracing's cost,
+// on minus off in µs of CPU per spawn; and the spans exported per spawn.
+// The last two have no raw side: their ratio columns hold their own
+// values' min/median/max, without ×. The rows without tracing are made
+// as before, from the other two sides.
+//
 // Honesty rules: in spawn rows both sides get the same client rate limit
 // (QPS 50, burst 100), informers synced before the clock starts (both
 // sides receive protobuf; spawnkit's Registry asks for it without gzip
@@ -115,6 +135,7 @@
 //
 //	go run ./internal/benchreport -repeats 5 -json bench-report.json
 //	go run ./internal/benchreport -quick -only start
+//	go run ./internal/benchreport -quick -only start,manager -tracing
 //	go run ./internal/benchreport -only manager -sizes 1000 -cpuprofile /tmp/spawn
 package main
 
@@ -145,6 +166,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 const image = "quay.io/jupyter/base-notebook:2024-01-01"
@@ -209,6 +231,10 @@ type Env struct {
 	// rows), RawEvents gives the raw side of the start rows an event
 	// informer too.
 	RawPlannedPod, NoEvents, RawEvents bool
+	// Tracing adds a third side to the start and manager rows: spawnkit
+	// with tracing on, exporting to Jaeger (started by run).
+	Tracing bool
+	Jaeger  *testutil.Jaeger
 }
 
 func main() {
@@ -226,6 +252,7 @@ func main() {
 	rawMinimal := flags.Bool("raw-minimal-pod", false, "diagnostic: the raw side creates a minimal pod instead of the pod spawnkit renders")
 	noEvents := flags.Bool("no-events", false, "diagnostic: spawnkit runs without events (events_enabled false), and the raw side of the manager rows without its event informer")
 	rawEvents := flags.Bool("raw-events", false, "diagnostic: the raw side of the start rows watches pod events too")
+	tracing := flags.Bool("tracing", false, "add to the start and manager rows a run of spawnkit with tracing on, exporting over OTLP gRPC to a Jaeger this program starts (make bench-report passes it; $SPAWNKIT_JAEGER or make jaeger's binary)")
 	child := flags.String("child", "", "internal: run one side of a spawn run, described by this JSON")
 	orphanChild := flags.Bool("orphan-child", false, "internal: measure the orphan rows in this process (with -repeats and -quick) and write them as JSON")
 	_ = flags.Parse(os.Args[1:])
@@ -262,7 +289,7 @@ func main() {
 		*busyB = 5
 	}
 	env := &Env{PollPods: *pollPods, Quick: *quick, SpawnLimit: *spawnLimit, BusyB: *busyB, CPUProfile: *cpuProfile, MemProfile: *memProfile,
-		RawPlannedPod: !*rawMinimal, NoEvents: *noEvents, RawEvents: *rawEvents}
+		RawPlannedPod: !*rawMinimal, NoEvents: *noEvents, RawEvents: *rawEvents, Tracing: *tracing}
 	groups, err := parseConfig(env, *sizes, *only, *repeats)
 	if err == nil {
 		env.Self, err = os.Executable()
@@ -446,6 +473,14 @@ func run(ctx context.Context, env *Env, groups []string, repeats int, jsonPath s
 		}
 	}()
 	env.Cluster = cluster
+	if env.Tracing && (slices.Contains(groups, "start") || slices.Contains(groups, "manager")) {
+		j, stopJaeger, err := startJaeger(ctx)
+		if err != nil {
+			return fmt.Errorf("starting jaeger for -tracing: %w", err)
+		}
+		defer stopJaeger()
+		env.Jaeger = j
+	}
 	env.Config = rest.CopyConfig(cluster.Config)
 	env.Config.QPS, env.Config.Burst = 50, 100 // the same for both sides
 	if env.Client, err = kubernetes.NewForConfig(env.Config); err != nil {
@@ -553,6 +588,15 @@ func printTable(out io.Writer, r Report) {
 			if len(m.Failed) > 0 {
 				holds += fmt.Sprintf(" (%d failed)", len(m.Failed))
 			}
+		}
+		if len(m.Raw) == 0 && len(m.Spawnkit) > 0 {
+			// A row of spawnkit's own values (tracing's cost): no raw
+			// side, no ratio; the ratio columns hold the values' spread,
+			// without ×.
+			v := summarize(m.Spawnkit)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Unit, m.Better,
+				num(v.Median), num(v.Min), num(v.Median), num(v.Max), goal, holds)
+			continue
 		}
 		if len(m.Spawnkit) == 0 {
 			if m.Goal != nil {

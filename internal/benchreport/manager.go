@@ -25,7 +25,7 @@ func prepareManager(ctx context.Context, client kubernetes.Interface, spec spawn
 	config := spawnConfig(spec.Namespace)
 	config.EventsEnabled = new(!spec.NoEvents)
 	m, stop, err := startManager(ctx, manager.Options{Client: client, Registry: registry, Config: config,
-		ConcurrentSpawnLimit: spec.SpawnLimit})
+		ConcurrentSpawnLimit: spec.SpawnLimit, TracerProvider: spec.tp})
 	if err != nil {
 		release()
 		return nil, nil, err

@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,6 +69,10 @@ func measureSpawns(ctx context.Context, env *Env, repeats int, api string) ([]Me
 			Better: Lower}
 		cpu := Measure{Name: fmt.Sprintf("client CPU per spawn, %s, %d concurrent", what, n), Unit: "CPU ms/spawn",
 			Better: Lower, Goal: &Goal{Of: "ratio", Value: 1.2}}
+		var traced *tracingRows
+		if env.Tracing {
+			traced = newTracingRows(what, n)
+		}
 		var calls, timings []runDetail
 		for r := range spawnRepeats(n, repeats) {
 			// Alternate which side goes first, so that neither always meets
@@ -74,6 +80,11 @@ func measureSpawns(ctx context.Context, env *Env, repeats int, api string) ([]Me
 			sides := []string{"raw", "spawnkit"}
 			if r%2 == 1 {
 				slices.Reverse(sides)
+			}
+			if traced != nil {
+				// Three sides take turns at going first.
+				sides = []string{"raw", "spawnkit", sideTraced}
+				sides = append(sides[r%3:], sides[:r%3]...)
 			}
 			results := map[string]spawnResult{}
 			for _, side := range sides {
@@ -86,6 +97,12 @@ func measureSpawns(ctx context.Context, env *Env, repeats int, api string) ([]Me
 					// no values, and the row says why.
 					msg := fmt.Sprintf("%s, %d concurrent, repeat %d, %s: %v", what, n, r+1, side, runErr)
 					fmt.Fprintln(os.Stderr, msg)
+					if traced != nil {
+						traced.fail(msg)
+					}
+					if side == sideTraced {
+						continue // the rows without tracing keep the repeat
+					}
 					for _, m := range []*Measure{&through, &creates, &requests, &cpu} {
 						m.Failed = append(m.Failed, msg)
 					}
@@ -94,6 +111,13 @@ func measureSpawns(ctx context.Context, env *Env, repeats int, api string) ([]Me
 					continue
 				}
 				results[side] = res
+				if side == sideTraced {
+					traced.record(r, n, res)
+					fmt.Fprintf(os.Stderr, "%s n=%d repeat %d: %-8s %s (%.1f/s), %.2f CPU ms/spawn (%.2f in the kernel), %.0f KB and %.0f objects allocated/spawn, %d GC cycles, %.2f spans exported/spawn, %d traces in jaeger\n",
+						api, n, r+1, side, res.Elapsed.Round(time.Millisecond), float64(n)/res.Elapsed.Seconds(), msPer(res.CPU, n), res.Memory.SysCPUMsPerSpawn,
+						res.Memory.AllocKBPerSpawn, res.Memory.ObjectsPerSpawn, res.Memory.GCCycles, float64(res.Spans)/float64(n), res.TracesInJaeger)
+					continue // not in the rows without tracing
+				}
 				perVerb := perSpawn(nil, res.Calls, n)
 				calls = append(calls, runDetail{Repeat: r + 1, Side: side, CallsPerSpawn: perVerb})
 				timings = append(timings, runDetail{Repeat: r + 1, Side: side, Phases: &res.Phases, Memory: &res.Memory})
@@ -111,9 +135,15 @@ func measureSpawns(ctx context.Context, env *Env, repeats int, api string) ([]Me
 			creates.Add(float64(sk.Calls["POST pods"])/float64(n), float64(raw.Calls["POST pods"])/float64(n))
 			requests.Add(total(perSpawn(nil, sk.Calls, n)), total(perSpawn(nil, raw.Calls, n)))
 			cpu.Add(msPer(sk.CPU, n), msPer(raw.CPU, n))
+			if on, ok := results[sideTraced]; ok {
+				traced.add(n, raw, sk, on)
+			}
 		}
 		requests.Detail, through.Detail = calls, timings
 		out = append(out, through, creates, requests, cpu)
+		if traced != nil {
+			out = append(out, traced.measures()...)
+		}
 	}
 	return out, nil
 }
@@ -155,7 +185,7 @@ func msPer(d time.Duration, n int) float64 {
 // spawnRun describes one side of one spawn run, done by a child process.
 type spawnRun struct {
 	API        string `json:"api"`  // apiStart or apiManager
-	Side       string `json:"side"` // "spawnkit" or "raw"
+	Side       string `json:"side"` // "spawnkit", "raw" or sideTraced
 	Namespace  string `json:"namespace"`
 	N          int    `json:"n"`
 	Kubeconfig string `json:"kubeconfig"`
@@ -172,6 +202,11 @@ type spawnRun struct {
 	RawPlannedPod bool `json:"raw_planned_pod,omitempty"`
 	NoEvents      bool `json:"no_events,omitempty"`
 	RawEvents     bool `json:"raw_events,omitempty"`
+	// Trace, on the side sideTraced, is where its spans go.
+	Trace *traceSpec `json:"trace,omitempty"`
+	// tp is the child's TracerProvider when Trace is set (nil: off), for
+	// the prepare functions.
+	tp trace.TracerProvider
 }
 
 // spawnFunc spawns servers first..first+n-1 at once, calls ready as each
@@ -188,6 +223,12 @@ type spawnResult struct {
 	Memory  memory         `json:"memory"`
 	// Busy is what cluster B did meanwhile in a clusters run.
 	Busy *busyWindow `json:"busy,omitempty"`
+	// Spans are the spans a traced run exported in the window (its
+	// flush included), ExportErrors its exports that failed; the parent
+	// sets TracesInJaeger to the run's traces it read back from Jaeger.
+	Spans          int64 `json:"spans,omitempty"`
+	ExportErrors   int64 `json:"export_errors,omitempty"`
+	TracesInJaeger int   `json:"traces_in_jaeger,omitempty"`
 }
 
 // memory is what the Go runtime did over a spawn run: a side that
@@ -269,9 +310,16 @@ func spawnRunOnce(ctx context.Context, env *Env, api, side string, n, repeat int
 	if env.MemProfile != "" {
 		spec.MemProfile = fmt.Sprintf("%s-%s-%d-%s-r%d", env.MemProfile, api, n, side, repeat+1)
 	}
+	if side == sideTraced {
+		spec.Trace = &traceSpec{Endpoint: env.Jaeger.OTLPGRPCEndpoint(), Service: traceService(api, n, repeat)}
+	}
 	res, runErr = runInChild(ctx, env.Self, spec)
 	if ctx.Err() != nil {
 		return res, nil, context.Cause(ctx)
+	}
+	if runErr == nil && spec.Trace != nil {
+		// A cheap "on" whose spans never arrived would mean nothing.
+		res.TracesInJaeger, runErr = verifyTraces(ctx, env.Jaeger, spec.Trace.Service, rootSpan(api), n+1)
 	}
 	// A 1,000-pod namespace takes kwok a while to empty.
 	if err = env.DeleteNamespace(ctx, ns, 2*time.Minute+time.Duration(n)*300*time.Millisecond); err != nil {
@@ -344,6 +392,21 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var exported *countingExporter
+	if spec.Trace != nil {
+		var tp *sdktrace.TracerProvider
+		if tp, exported, err = newTracing(ctx, *spec.Trace); err != nil {
+			return err
+		}
+		spec.tp = tp
+		defer func() {
+			// Flushes what the window left (the spawns are all done):
+			// the parent reads the traces back once this process is gone.
+			if err := tp.Shutdown(context.WithoutCancel(ctx)); err != nil {
+				fmt.Fprintln(os.Stderr, "benchreport: shutting the tracer provider down:", err)
+			}
+		}()
+	}
 	var prepare func(ctx context.Context, client kubernetes.Interface, spec spawnRun) (spawns spawnFunc, done func(), err error)
 	switch {
 	case spec.Side == "raw":
@@ -374,6 +437,16 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 	if err := spawns(ctx, spec.N, 1, func() {}); err != nil {
 		return fmt.Errorf("the warm-up spawn: %w", err)
 	}
+	flush := func() error { return nil }
+	if tp, ok := spec.tp.(*sdktrace.TracerProvider); ok {
+		// The exports of the spans the window makes are part of its cost
+		// (a hub's batch processor makes them sooner or later): the window
+		// ends with a flush, and the warm-up's spans leave before it.
+		flush = func() error { return tp.ForceFlush(ctx) }
+		if err := flush(); err != nil {
+			return fmt.Errorf("flushing the warm-up's spans: %w", err)
+		}
+	}
 	// The setup's garbage is collected, and its memory returned to the
 	// OS, before the clock: otherwise the runtime's background scavenger
 	// returns it during the spawns (madvise calls, up to a tenth of a
@@ -388,6 +461,10 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 		return err
 	}
 	calls0 := counter.snapshot()
+	var spans0 int64
+	if exported != nil {
+		spans0 = exported.spans.Load()
+	}
 	var mem0, mem1 goruntime.MemStats
 	goruntime.ReadMemStats(&mem0)
 	faults0, use0 := pageFaults(), rusage()
@@ -414,6 +491,7 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 		}
 	})
 	elapsed := time.Since(begin)
+	flushErr := flush()
 	stopPeaks()
 	cpu1, err := cpuTime()
 	faults, use1 := pageFaults()-faults0, rusage()
@@ -432,6 +510,9 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 	if spawnErr != nil {
 		return spawnErr
 	}
+	if flushErr != nil {
+		return fmt.Errorf("flushing the window's spans: %w", flushErr)
+	}
 	res := spawnResult{Elapsed: elapsed, CPU: cpu1 - cpu0, Calls: map[string]int{}, Memory: memory{
 		GCCycles:            mem1.NumGC - mem0.NumGC,
 		AllocKBPerSpawn:     float64(mem1.TotalAlloc-mem0.TotalAlloc) / 1024 / float64(spec.N),
@@ -446,6 +527,12 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 		InvoluntaryPerSpawn: float64(use1.Involuntary-use0.Involuntary) / float64(spec.N),
 	}}
 	res.Busy = busyInWindow
+	if exported != nil {
+		res.Spans, res.ExportErrors = exported.spans.Load()-spans0, exported.failed.Load()
+		if res.Spans == 0 {
+			return errNoSpans
+		}
+	}
 	res.Phases.CreatedP50, res.Phases.CreatedMax = p50max(counter.createdSince(begin))
 	mu.Lock()
 	res.Phases.ReadyP50, res.Phases.ReadyMax = p50max(readyAt)
@@ -736,7 +823,8 @@ func prepareStart(ctx context.Context, client kubernetes.Interface, spec spawnRu
 		release()
 	}
 	for i := range spawners {
-		if spawners[i], err = spawner.New(serverOf(i), spawner.Options{Client: client, Registry: registry, Config: config}); err != nil {
+		if spawners[i], err = spawner.New(serverOf(i), spawner.Options{Client: client, Registry: registry, Config: config,
+			TracerProvider: spec.tp}); err != nil {
 			done()
 			return nil, nil, err
 		}

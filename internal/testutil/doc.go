@@ -2,7 +2,8 @@
 // use, and the fixtures the tests of several packages share (NewCert: a
 // CA and a serving certificate; StartJaeger: a Jaeger v2 process that
 // receives OTLP traces on 127.0.0.1 and reads them back). It is
-// test-only: nothing outside _test.go files imports it.
+// test-only: outside _test.go files only internal/benchreport, a program,
+// imports it, to start Jaeger with LaunchJaeger.
 //
 // StartJaeger runs the binary internal/tools/jaeger.sh builds (make test
 // builds it and passes its path as SPAWNKIT_JAEGER); without it the test

@@ -31,6 +31,7 @@ const JaegerVersion = "v1.75.0"
 // concurrent use.
 type Jaeger struct {
 	otlpGRPC, otlpHTTP, query string // host:port each
+	logPath                   string
 	client                    *http.Client
 }
 
@@ -44,23 +45,55 @@ type Jaeger struct {
 func StartJaeger(t testing.TB) *Jaeger {
 	t.Helper()
 	bin := jaegerBinary(t)
-	dir := t.TempDir()
+	start := time.Now()
+	j, stop, err := LaunchJaeger(t.Context(), bin, t.TempDir())
+	dump := func() {
+		if out, err := os.ReadFile(j.logPath); err == nil {
+			t.Logf("jaeger output (%s):\n%s", j.logPath, out)
+		}
+	}
+	if err != nil {
+		if j != nil {
+			dump()
+		}
+		t.Fatalf("%v (after %s)", err, time.Since(start).Round(time.Millisecond))
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			dump()
+		}
+	})
+	t.Logf("jaeger %s ready in %s: OTLP gRPC %s, OTLP HTTP %s, query http://%s", JaegerVersion, time.Since(start).Round(time.Millisecond), j.otlpGRPC, j.otlpHTTP, j.query)
+	return j
+}
+
+// LaunchJaeger is StartJaeger for a program (internal/benchreport): it
+// starts bin with its configuration and output (jaeger.log) in dir, and
+// returns once it is ready, or ctx ends, or a minute has passed. stop
+// stops it (SIGTERM, then SIGKILL after 10 s), waits for it, and says
+// when it had to kill it; the caller must call it. The process is killed
+// with the caller's process too. On an error the process is already
+// stopped, and j, when not nil, only says where its output is (LogPath).
+func LaunchJaeger(ctx context.Context, bin, dir string) (j *Jaeger, stop func() error, err error) {
 	addrs := make([]string, 4) // OTLP gRPC, OTLP HTTP, query HTTP, query gRPC
 	for i := range addrs {
 		a, err := FreeAddr()
 		if err != nil {
-			t.Fatal(err)
+			return nil, nil, err
 		}
 		addrs[i] = a
 	}
 	cfg := filepath.Join(dir, "jaeger.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(jaegerConfig, addrs[0], addrs[1], addrs[2], addrs[3])), 0o600); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	logPath := filepath.Join(dir, "jaeger.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	cmd := exec.Command(bin, "--config", cfg)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -68,29 +101,25 @@ func StartJaeger(t testing.TB) *Jaeger {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
-		t.Fatalf("starting %s: %v", bin, err)
+		return nil, nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	// The process is owned by the cleanup below: it is the one that stops
-	// it and waits for this goroutine to deliver the exit.
+	// The process is owned by stop: it is the one that stops it and
+	// waits for this goroutine to deliver the exit.
 	exited := make(chan struct{})
 	var waitErr error
 	go func() {
 		waitErr = cmd.Wait()
 		close(exited)
 	}()
-	dump := func() {
-		if out, err := os.ReadFile(logPath); err == nil {
-			t.Logf("jaeger output (%s):\n%s", logPath, out)
-		}
-	}
-	j := &Jaeger{otlpGRPC: addrs[0], otlpHTTP: addrs[1], query: addrs[2], client: &http.Client{
-		// Its own transport: no proxy, and idle connections it closes at
-		// cleanup (their goroutines would outlive the test).
+	j = &Jaeger{otlpGRPC: addrs[0], otlpHTTP: addrs[1], query: addrs[2], logPath: logPath, client: &http.Client{
+		// Its own transport: no proxy, and idle connections stop closes
+		// (their goroutines would outlive the test).
 		Transport: &http.Transport{},
 		Timeout:   5 * time.Second,
 	}}
-	t.Cleanup(func() {
+	stop = func() error {
 		j.client.CloseIdleConnections()
+		var err error
 		select {
 		case <-exited:
 		default:
@@ -98,20 +127,17 @@ func StartJaeger(t testing.TB) *Jaeger {
 			select {
 			case <-exited:
 			case <-time.After(10 * time.Second):
-				t.Errorf("jaeger did not stop within 10s of SIGTERM; killing it")
+				err = errors.New("jaeger did not stop within 10s of SIGTERM; killed it")
 				_ = cmd.Process.Kill()
 				<-exited
 			}
 		}
 		_ = logFile.Close()
-		if t.Failed() {
-			dump()
-		}
-	})
+		return err
+	}
 
-	start := time.Now()
 	var last error
-	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-exited:
 			return false, fmt.Errorf("jaeger exited while starting: %w", waitErr)
@@ -124,10 +150,10 @@ func StartJaeger(t testing.TB) *Jaeger {
 		if last != nil {
 			err = fmt.Errorf("%w; last saw: %w", err, last)
 		}
-		t.Fatalf("jaeger not ready after %s: %v (its output follows)", time.Since(start).Round(time.Millisecond), err)
+		_ = stop()
+		return j, nil, fmt.Errorf("jaeger not ready: %w (its output is in %s)", err, logPath)
 	}
-	t.Logf("jaeger %s ready in %s: OTLP gRPC %s, OTLP HTTP %s, query http://%s", JaegerVersion, time.Since(start).Round(time.Millisecond), j.otlpGRPC, j.otlpHTTP, j.query)
-	return j
+	return j, stop, nil
 }
 
 // jaegerConfig is Jaeger v2's configuration (an OpenTelemetry Collector
@@ -176,26 +202,36 @@ exporters:
     trace_storage: memstore
 `
 
-// jaegerBinary is $SPAWNKIT_JAEGER, else the path internal/tools/jaeger.sh
-// builds into.
+// jaegerBinary is JaegerBinary, or skips the test (fails it when
+// CI=true) when there is none.
 func jaegerBinary(t testing.TB) string {
 	t.Helper()
+	bin, err := JaegerBinary()
+	if err != nil {
+		missing(t, err.Error())
+	}
+	return bin
+}
+
+// JaegerBinary is $SPAWNKIT_JAEGER, else the path internal/tools/jaeger.sh
+// builds into; an error when no binary is there.
+func JaegerBinary() (string, error) {
 	bin := os.Getenv("SPAWNKIT_JAEGER")
 	if bin == "" {
 		root := os.Getenv("SPAWNKIT_TOOLS_CACHE")
 		if root == "" {
 			cache, err := os.UserCacheDir()
 			if err != nil {
-				missing(t, fmt.Sprintf("no cache directory to find jaeger in (%v) and SPAWNKIT_JAEGER is unset", err))
+				return "", fmt.Errorf("no cache directory to find jaeger in (%w) and SPAWNKIT_JAEGER is unset", err)
 			}
 			root = filepath.Join(cache, "spawnkit", "tools")
 		}
 		bin = filepath.Join(root, "jaeger-"+JaegerVersion, "jaeger")
 	}
 	if _, err := os.Stat(bin); err != nil {
-		missing(t, fmt.Sprintf("no jaeger binary: %v", err))
+		return "", fmt.Errorf("no jaeger binary: %w", err)
 	}
-	return bin
+	return bin, nil
 }
 
 // missing skips the test, or fails it when CI=true: there every part must
@@ -230,6 +266,9 @@ func (j *Jaeger) OTLPGRPCEndpoint() string { return j.otlpGRPC }
 // OTLPHTTPEndpoint is the OTLP/HTTP receiver's base URL,
 // http://127.0.0.1:port (traces go to /v1/traces under it).
 func (j *Jaeger) OTLPHTTPEndpoint() string { return "http://" + j.otlpHTTP }
+
+// LogPath is the file Jaeger's output goes to.
+func (j *Jaeger) LogPath() string { return j.logPath }
 
 // QueryURL is the query API's base URL (and the UI's), http://127.0.0.1:port.
 func (j *Jaeger) QueryURL() string { return "http://" + j.query }
