@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/spawnkit/spawnkit/internal/phase"
@@ -302,5 +303,35 @@ func TestTimelineEventOnce(t *testing.T) {
 	}
 	if again := tl.End(errors.New("x")); again != nil {
 		t.Errorf("End again = %v, want nothing", again)
+	}
+}
+
+// TestTimelineLatePull: the kubelet's Pulling reaches the start only
+// after the pod's containers were seen running (the event informer lags
+// the pod informer): the pull is over, timed by the event's own clock
+// within what is known, and ends when the containers ran.
+func TestTimelineLatePull(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	tl := phase.NewTimeline(c.now)
+	tl.Created(uid, "img")
+	c.add(time.Second)
+	tl.Pod(pod(scheduled)) // 1001
+	c.add(3 * time.Second)
+	tl.Pod(pod(running)) // 1004
+	c.add(time.Second)
+	late := event("Pulling", `Pulling image "img"`)
+	late.LastTimestamp = metav1.NewTime(time.Unix(1002, 0))
+	tl.Event(late)
+	c.add(time.Second)
+	tl.Pod(pod(ready))
+	ivs := tl.End(nil)
+	var pull *phase.Interval
+	for i := range ivs {
+		if ivs[i].Name == phase.ImagePull {
+			pull = &ivs[i]
+		}
+	}
+	if pull == nil || !pull.Done || !pull.Start.Equal(time.Unix(1002, 0)) || !pull.End.Equal(time.Unix(1004, 0)) {
+		t.Fatalf("late pull = %+v; want done, from the event's time to the containers running", pull)
 	}
 }

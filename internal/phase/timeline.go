@@ -34,9 +34,9 @@ type Timeline struct {
 	// scaleUp: an autoscaler's latest word is that it adds a node for
 	// the pod (TriggeredScaleUp, Nominated), not that it will not
 	// (NotTriggerScaleUp).
-	scaleUp bool
-	running, ready     time.Time
-	pulls              []*pull
+	scaleUp        bool
+	running, ready time.Time
+	pulls          []*pull
 	// seen: the event occurrences (uid, count) recorded; ended: End ran.
 	seen  map[occurrence]bool
 	ended bool
@@ -137,10 +137,19 @@ func (tl *Timeline) Event(e *corev1.Event) {
 		tl.seen[o] = true
 	}
 	now := tl.now()
+	if !tl.running.IsZero() {
+		// Seen only after the containers ran (the event informer lags the
+		// pod's): the pull was over by then. Its own time, within what
+		// is known of it, is the best there is.
+		now = clampTime(reflector.EventTime(e), tl.scheduled, tl.running)
+	}
 	switch e.Reason {
 	case "Pulling":
 		if p := tl.pullOf(quoted(e.Message)); p.start.IsZero() {
 			p.start = now
+			if !tl.running.IsZero() && p.end.IsZero() {
+				p.end = tl.running
+			}
 		}
 	case "Pulled":
 		p := tl.pullOf(quoted(e.Message))
@@ -168,6 +177,17 @@ func (tl *Timeline) Event(e *corev1.Event) {
 	case "NotTriggerScaleUp":
 		tl.scaleUp = false
 	}
+}
+
+// clampTime is t within [lo, hi] (lo zero: no lower bound).
+func clampTime(t, lo, hi time.Time) time.Time {
+	if !lo.IsZero() && t.Before(lo) {
+		return lo
+	}
+	if t.After(hi) {
+		return hi
+	}
+	return t
 }
 
 // pulledBy ends the pulls still open at now (tl.mu held).
