@@ -158,8 +158,10 @@ type Config struct {
 	// refused (PodScheduled False, Unschedulable) this long, with reason
 	// Unschedulable and the scheduler's message, unless an autoscaler
 	// said it is adding a node for it (a TriggeredScaleUp or Nominated
-	// event). It needs the pod's events, so it applies only where they
-	// can be read. spawnkit's own; default 120; 0 turns it off.
+	// event). It needs the pod's events, so it applies where a start
+	// reads them (every start of a Manager; a Spawner's start with
+	// progress or a TracerProvider) and they can be read. spawnkit's own;
+	// default 120; 0 turns it off.
 	UnschedulableTimeout      *Seconds `json:"unschedulable_timeout"`
 	K8sAPIRequestTimeout      Seconds  `json:"k8s_api_request_timeout"`       // default 3
 	K8sAPIRequestRetryTimeout Seconds  `json:"k8s_api_request_retry_timeout"` // default 30

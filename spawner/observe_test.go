@@ -170,8 +170,9 @@ func attrOf(s sdktrace.ReadOnlySpan, key string) string {
 
 // TestUnschedulableTimeout: a pod no node takes ends its start after
 // unschedulable_timeout with reason Unschedulable and the scheduler's
-// message, even when nobody follows the start; the pod is deleted, the
-// claim kept, and the trace's scheduling span carries the failure. An
+// message (a traced start nobody follows reads the events too); the pod
+// is deleted, the bound claim kept, and the trace's scheduling span
+// carries the failure. An
 // autoscaler's TriggeredScaleUp holds the bound off (pending_timeout then
 // ends it), and 0 turns it off.
 func TestUnschedulableTimeout(t *testing.T) {
@@ -204,11 +205,16 @@ func TestUnschedulableTimeout(t *testing.T) {
 	}
 
 	// An autoscaler on its way: the bound waits; pending_timeout ends it.
-	cfg.PendingTimeout = 6
+	// The event comes moments after the pod: 3 s leaves room on a busy
+	// machine; without the event the bound would end it at 3 s.
+	cfg.UnschedulableTimeout = ptr.To[kubespawner.Seconds](3)
+	cfg.PendingTimeout = 8
 	cfg.StoragePVCEnsure = false
 	a := newSpawner(t, naming.Server{Username: "scaling"}, cfg)
 	done := make(chan error, 1)
-	go func() { _, err := a.Start(ctx, hubStart()); done <- err }()
+	followed := hubStart()
+	followed.OnProgress = func(ProgressEvent) {} // so the start reads the events
+	go func() { _, err := a.Start(ctx, followed); done <- err }()
 	var pod *corev1.Pod
 	testutil.Eventually(t, 20*time.Second, "the pod of the start", func() error {
 		p, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, "jupyter-scaling", metav1.GetOptions{})

@@ -6,9 +6,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
-	"github.com/spawnkit/spawnkit/kubespawner"
 	"github.com/spawnkit/spawnkit/naming"
 	"github.com/spawnkit/spawnkit/reflector"
 )
@@ -106,11 +104,9 @@ func mustPlan(t *testing.T, s *Spawner, opts StartOptions) *Objects {
 	return p
 }
 
-// Pod events feed the progress, the trace and unschedulable_timeout (an
-// autoscaler's word): a start that needs none of them (no OnProgress, no
-// TracerProvider, unschedulable_timeout 0) holds no event informer; one
-// with OnProgress does, and so does one with the default
-// unschedulable_timeout.
+// Pod events feed the progress and the trace: a start with neither
+// (no OnProgress, no TracerProvider), even with unschedulable_timeout set,
+// holds no event informer; one with OnProgress does.
 func TestEventsAreWatchedOnlyWhenNeeded(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
@@ -119,9 +115,7 @@ func TestEventsAreWatchedOnlyWhenNeeded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	cfg := baseConfig(ns)
-	cfg.UnschedulableTimeout = ptr.To[kubespawner.Seconds](0)
-	s, err := New(naming.Server{Username: "events-only-for-progress"}, Options{Client: cluster.Client, Registry: r, Config: cfg})
+	s, err := New(naming.Server{Username: "events-only-for-progress"}, Options{Client: cluster.Client, Registry: r, Config: baseConfig(ns)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +133,7 @@ func TestEventsAreWatchedOnlyWhenNeeded(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := eventInformers(); n != 0 {
-		t.Errorf("a start without OnProgress or unschedulable_timeout runs %d event informers, want none", n)
+		t.Errorf("a start without OnProgress or a tracer runs %d event informers, want none", n)
 	}
 	if err := s.Stop(ctx, StopOptions{Now: true}); err != nil {
 		t.Fatal(err)
@@ -156,28 +150,4 @@ func TestEventsAreWatchedOnlyWhenNeeded(t *testing.T) {
 	}
 	_ = s.Stop(ctx, StopOptions{Now: true})
 
-	// The default unschedulable_timeout needs an autoscaler's events.
-	r2, err := reflector.New(reflector.Options{Client: cluster.Client})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r2.Close()
-	d, err := New(naming.Server{Username: "events-for-unschedulable"}, Options{Client: cluster.Client, Registry: r2, Config: baseConfig(ns)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if _, err := d.Start(ctx, StartOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for key := range r2.Status() {
-		if key.Resource == reflector.ResourceEvents {
-			n++
-		}
-	}
-	if n != 1 {
-		t.Errorf("a start with the default unschedulable_timeout runs %d event informers, want 1", n)
-	}
-	_ = d.Stop(ctx, StopOptions{Now: true})
 }

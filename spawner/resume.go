@@ -32,7 +32,7 @@ func (s *Spawner) resume(ctx context.Context, opts *StartOptions, em *emitter) (
 		return "", fail(StepWatch, "", err)
 	}
 	var events *reflector.Events
-	if boolOr(s.b.cfg.EventsEnabled, true) && (em.followed() || s.b.tracer.On() || s.b.cfg.UnschedulableAfter() > 0) {
+	if boolOr(s.b.cfg.EventsEnabled, true) && (em.followed() || s.b.tracer.On()) {
 		if events, err = s.eventsHandle(ctx, st.Namespace); err != nil {
 			return "", fail(StepWatch, "", err)
 		}

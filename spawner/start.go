@@ -235,10 +235,11 @@ func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *Objects) (h s
 	if h.pods, err = s.podsHandle(ctx, run.ns); err != nil {
 		return h, StepWatch, "", err
 	}
-	// Events feed the progress, the trace and unschedulable_timeout
-	// (an autoscaler's word); a start that needs none of them does not
-	// hold the event informer.
-	if boolOr(o.cfg.EventsEnabled, true) && (run.em.followed() || s.b.tracer.On() || o.cfg.UnschedulableAfter() > 0) {
+	// Events feed the progress and the trace: a start that has neither
+	// does not hold the event informer (it costs a start about a tenth of
+	// its client CPU), and unschedulable_timeout, which needs an
+	// autoscaler's word, then leaves it to the other bounds.
+	if boolOr(o.cfg.EventsEnabled, true) && (run.em.followed() || s.b.tracer.On()) {
 		if h.events, err = s.eventsHandle(ctx, run.ns); err != nil {
 			return h, StepWatch, "", err
 		}
