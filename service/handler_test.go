@@ -417,7 +417,7 @@ func startEvents() []progressEvent {
 	return []progressEvent{
 		{Progress: 30, Message: "Scheduled", Time: t0, TraceID: trace},
 		{Progress: 50, Message: "Pulling <image> & \"more\"", Time: t0.Add(time.Second), TraceID: trace},
-		{Progress: 100, Message: "Server ready", Ready: true, URL: "http://10.0.0.1:8888", Time: t0.Add(2 * time.Second), TraceID: trace},
+		{Progress: 100, Message: "Server ready", Ready: true, URL: "http://127.0.0.1:8888", Time: t0.Add(2 * time.Second), TraceID: trace},
 	}
 }
 
@@ -506,7 +506,7 @@ func TestProgressReplaysAndResumes(t *testing.T) {
 			}
 			if len(events) > 0 {
 				last := events[len(events)-1]
-				if last.event != "ready" || last.data.URL != "http://10.0.0.1:8888" || last.data.Progress != 100 || !last.data.Time.Equal(all[2].Time) {
+				if last.event != "ready" || last.data.URL != "http://127.0.0.1:8888" || last.data.Progress != 100 || !last.data.Time.Equal(all[2].Time) {
 					t.Errorf("last event %+v", last)
 				}
 			}
