@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,7 +46,7 @@ func runManager(t *testing.T, opts Options) (*Manager, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancel(keptLog(t, t.Context()))
 	done := make(chan error, 1)
 	go func() { done <- m.Start(ctx) }()
 	var once sync.Once
@@ -886,4 +888,34 @@ func TestManagerFinalEventAfterThePhase(t *testing.T) {
 			t.Errorf("%s: Status right after the ready event = %+v, %v; want running at %s", s.Username, st, err, last.URL)
 		}
 	}
+}
+
+// keptLogLines bounds the Manager log lines keptLog holds.
+const keptLogLines = 3000
+
+// keptLog is parent with a logger (verbosity 1) whose last keptLogLines
+// lines are printed if the test fails: a failure under CI's load is then
+// explained by what the Manager did, not guessed at.
+func keptLog(t *testing.T, parent context.Context) context.Context {
+	var (
+		mu    sync.Mutex
+		lines []string
+	)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("the Manager's last %d log lines:\n%s", len(lines), strings.Join(lines, "\n"))
+	})
+	return logr.NewContext(parent, funcr.New(func(prefix, args string) {
+		line := time.Now().Format("15:04:05.000") + " " + prefix + " " + args
+		mu.Lock()
+		defer mu.Unlock()
+		if len(lines) == keptLogLines {
+			lines = lines[1:]
+		}
+		lines = append(lines, line)
+	}, funcr.Options{Verbosity: 1}))
 }

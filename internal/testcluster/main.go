@@ -176,6 +176,12 @@ func StartSecond(t testing.TB, first *Cluster, opts Options) *Cluster {
 		t.Skipf("testcluster: starting a second cluster: %v", err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			// The second cluster's logs are the ones that explain a
+			// failure of a test that made it: keep them, and say where.
+			c.KeepLogs()
+			t.Logf("testcluster: the second cluster's component logs are kept in %s", c.LogDir)
+		}
 		if err := c.Stop(); err != nil {
 			t.Errorf("testcluster: stopping the second cluster: %v", err)
 		}
