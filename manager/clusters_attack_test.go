@@ -346,7 +346,7 @@ func TestAttackDeleteForeverClusterDown(t *testing.T) {
 	// marking b unavailable, wide enough to call into for sure.
 	opts.ClusterDownAfter = 8 * time.Second
 	m, _ := runManager(t, opts)
-	ctx := ctxTimeout(t, 6*time.Minute)
+	ctx := ctxTimeout(t, 8*time.Minute)
 	api := newAPISwitch(t, tc.b)
 
 	// bob ran in b, then moved to a: a claim in each.
@@ -649,7 +649,7 @@ func TestAttackOutageDuringSpawn(t *testing.T) {
 	// have marked it already.
 	opts.ClusterDownAfter = 8 * time.Second
 	m, _ := runManager(t, opts)
-	ctx := ctxTimeout(t, 6*time.Minute)
+	ctx := ctxTimeout(t, 8*time.Minute)
 	api := newAPISwitch(t, tc.b)
 	log := collectStatuses(ctx, m)
 	const outage = 10 * time.Second
@@ -690,11 +690,23 @@ func TestAttackOutageDuringSpawn(t *testing.T) {
 		time.Sleep(time.Until(down.Add(outage)))
 		api.start()
 		t.Logf("%s: b's API server down %s (%s)", round.user, time.Since(down).Round(time.Millisecond), round.description)
+		// The bound is for b's simulated components, not for spawnkit:
+		// kwok and kube-scheduler reconnect with client-go's backoff
+		// (up to a minute with its jitter, again after each refusal
+		// of a server still starting), and under the whole suite's
+		// load they took more than 90 s. A start that failed would
+		// end the wait at once.
 		var last Status
-		testutil.EventuallyEvery(t, 100*time.Millisecond, 90*time.Second, round.user+" running, failed or stopped", func() error {
+		testutil.EventuallyEvery(t, 100*time.Millisecond, 180*time.Second, round.user+" running, failed or stopped", func() error {
 			last, _ = m.Status(s)
 			if last.Phase != PhaseRunning && last.Phase != PhaseFailed && last.Phase != PhaseStopped {
-				return fmt.Errorf("%s", last.Phase)
+				where := "no pod in b"
+				if p, err := tc.b.Client.CoreV1().Pods(tc.ns).Get(ctx, "jupyter-"+round.user, metav1.GetOptions{}); err != nil {
+					where = err.Error()
+				} else {
+					where = fmt.Sprintf("pod %s in b: %s on node %q, conditions %v", p.Name, p.Status.Phase, p.Spec.NodeName, p.Status.Conditions)
+				}
+				return fmt.Errorf("%s (%s: %s); %s", last.Phase, last.Reason, last.Message, where)
 			}
 			return nil
 		})
