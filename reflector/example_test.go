@@ -18,7 +18,7 @@ import (
 func ExampleNew() {
 	// The cluster of the kubeconfig file $KUBECONFIG names or, with it
 	// unset inside a cluster, the pod's service account. QPS and Burst
-	// left at zero get 50 and 100 (see Options.Config).
+	// left at zero get no client-side rate limit (see Options.Config).
 	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
 	if err != nil {
 		log.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/spawnkit/spawnkit/internal/testcluster"
@@ -452,5 +453,26 @@ func TestAPIServerRestart(t *testing.T) {
 func TestNewNeedsAClient(t *testing.T) {
 	if _, err := New(Options{}); err == nil {
 		t.Fatal("New without a client succeeded")
+	}
+}
+
+// TestNewClientLimit: a Config with QPS and Burst at zero gets a client
+// with no client-side rate limiter (not client-go's 5 a second); a cap
+// the caller chose is kept.
+func TestNewClientLimit(t *testing.T) {
+	for _, c := range []struct {
+		qps     float32
+		burst   int
+		limited bool
+	}{{0, 0, false}, {-1, 0, false}, {20, 40, true}} {
+		r, err := New(Options{Config: &rest.Config{Host: "https://127.0.0.1:1", QPS: c.qps, Burst: c.burst}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		limiter := r.client.CoreV1().RESTClient().(*rest.RESTClient).GetRateLimiter()
+		if (limiter != nil) != c.limited || c.limited && limiter.QPS() != c.qps {
+			t.Errorf("Config QPS %g, Burst %d: rate limiter %v; want limited %v", c.qps, c.burst, limiter, c.limited)
+		}
+		r.Close()
 	}
 }

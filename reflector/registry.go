@@ -54,8 +54,9 @@ type Options struct {
 	Client kubernetes.Interface
 	// Config builds Client when Client is nil. client-go's default rate
 	// limit (QPS 5, burst 10) would throttle a hub to about five pod
-	// creations a second; a Config with QPS 0 and Burst 0 gets QPS 50 and
-	// burst 100 here. Set them explicitly to choose.
+	// creations a second; a Config with QPS 0 and Burst 0 gets no
+	// client-side limit here (QPS -1: the API server's priority and
+	// fairness protects it). Set them explicitly to choose a cap.
 	Config *rest.Config
 	// PodLabelSelector selects the pods Pods caches. Default:
 	// DefaultComponentLabel. Pods without it are never cached.
@@ -137,7 +138,7 @@ func New(opts Options) (*Registry, error) {
 			return nil, err
 		}
 		if cfg.QPS == 0 && cfg.Burst == 0 {
-			cfg.QPS, cfg.Burst = 50, 100
+			cfg.QPS = -1
 		}
 		if client, err = kubernetes.NewForConfig(cfg); err != nil {
 			return nil, fmt.Errorf("reflector: building a client: %w", err)

@@ -49,9 +49,10 @@ type clusterEntry struct {
 	// InCluster is the cluster the service runs in, with its service
 	// account; it excludes Kubeconfig and Context.
 	InCluster bool `json:"in_cluster,omitempty"`
-	// KubeAPIQPS and KubeAPIBurst are the cluster's client rate limits
-	// (default: -kube-api-qps and -kube-api-burst): each cluster has its
-	// own, so that a busy cluster does not use up another's.
+	// KubeAPIQPS and KubeAPIBurst are the cluster's client rate limit
+	// (default: -kube-api-qps and -kube-api-burst; -1, none): a cap is
+	// each cluster's own, so that a busy cluster does not use up
+	// another's.
 	KubeAPIQPS   *float64 `json:"kube_api_qps,omitempty"`
 	KubeAPIBurst *int     `json:"kube_api_burst,omitempty"`
 	// KubespawnerOverride is applied over -config for this cluster's
@@ -120,8 +121,8 @@ func loadClusters(f flags, base kubespawner.Config) ([]clusterSetup, error) {
 		if c.KubeAPIBurst != nil {
 			burst = *c.KubeAPIBurst
 		}
-		if qps <= 0 || burst <= 0 {
-			errs = append(errs, fmt.Errorf("%s: kube_api_qps %g and kube_api_burst %d: want positive numbers", where, qps, burst))
+		if err := checkClientLimit(qps, burst); err != nil {
+			errs = append(errs, fmt.Errorf("%s: kube_api_qps %g and kube_api_burst %d: %w", where, qps, burst, err))
 			continue
 		}
 		setup := clusterSetup{name: c.Name, retired: c.Retired}
@@ -167,7 +168,7 @@ func clusterRestConfig(f flags, c clusterEntry, qps float64, burst int) (*rest.C
 			return nil, fmt.Errorf("loading its kubeconfig: %w", err)
 		}
 	}
-	cfg.QPS, cfg.Burst = float32(qps), burst
+	setClientLimit(cfg, qps, burst)
 	cfg.UserAgent = "spawnkit-service/" + spawner.Version
 	return reflector.DetectStalls(cfg)
 }

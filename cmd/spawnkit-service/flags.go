@@ -8,6 +8,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"k8s.io/client-go/rest"
 )
 
 // maxVerbosity is the highest -v. The logger is client-go's too (it
@@ -64,8 +66,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (fl
 	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops acting")
 	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "wait between tries to take or renew the Lease")
 	fs.DurationVar(&f.reloadInterval, "reload-interval", 2*time.Second, "how often the token and certificate files are checked for changes")
-	fs.Float64Var(&f.kubeQPS, "kube-api-qps", 50, "client-side rate limit on API server requests per second (client-go's default of 5 throttles spawns)")
-	fs.IntVar(&f.kubeBurst, "kube-api-burst", 100, "burst of -kube-api-qps")
+	fs.Float64Var(&f.kubeQPS, "kube-api-qps", -1, "client-side cap on API server requests per second, or -1 for none: the API server's priority and fairness protects it, as SIG API Machinery advises (a cap of 50 made a burst of 1,000 starts wait 40 s in the client)")
+	fs.IntVar(&f.kubeBurst, "kube-api-burst", 100, "burst of a positive -kube-api-qps")
 	fs.IntVar(&f.verbosity, "v", 0, fmt.Sprintf("log verbosity, 0 to %d: 0 logs each request, reload and failure; 1 adds details (the HTTP bounds, each API server's version), 2 to %d client-go's (informers, retries, the Lease); no level logs a token", maxVerbosity, maxVerbosity))
 	fs.BoolVar(&f.check, "check", false, "check the flags, the token, the configuration and the certificate, then exit without contacting the cluster")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
@@ -123,11 +125,37 @@ func (f flags) validate() error {
 	if f.reloadInterval <= 0 {
 		errs = append(errs, fmt.Errorf("-reload-interval %s: want a positive duration", f.reloadInterval))
 	}
-	if f.kubeQPS <= 0 || f.kubeBurst <= 0 {
-		errs = append(errs, fmt.Errorf("-kube-api-qps %g and -kube-api-burst %d: want positive numbers", f.kubeQPS, f.kubeBurst))
+	if err := checkClientLimit(f.kubeQPS, f.kubeBurst); err != nil {
+		errs = append(errs, fmt.Errorf("-kube-api-qps %g and -kube-api-burst %d: %w", f.kubeQPS, f.kubeBurst, err))
 	}
 	if f.verbosity < 0 || f.verbosity > maxVerbosity {
 		errs = append(errs, fmt.Errorf("-v %d: want 0 to %d (from 8, client-go logs the bodies of its API requests and answers, and with them the Secrets that hold the hub's tokens)", f.verbosity, maxVerbosity))
 	}
 	return errors.Join(errs...)
+}
+
+// checkClientLimit accepts a client-side rate limit: qps -1 (none) or a
+// positive cap with a positive burst. 0 is refused rather than taken as
+// client-go takes it (its default of 5 a second, which would hold a hub
+// to about two starts a second), and so is any other negative number, a
+// typo more likely than a choice.
+func checkClientLimit(qps float64, burst int) error {
+	switch {
+	case qps == -1:
+		return nil
+	case qps <= 0:
+		return errors.New("want a positive cap, or -1 for none (0 would be client-go's default of 5 a second)")
+	case burst <= 0:
+		return errors.New("a cap needs a positive burst")
+	}
+	return nil
+}
+
+// setClientLimit puts a limit checkClientLimit accepted on cfg: QPS -1
+// makes client-go build no rate limiter at all.
+func setClientLimit(cfg *rest.Config, qps float64, burst int) {
+	cfg.QPS, cfg.Burst = float32(qps), burst
+	if qps < 0 {
+		cfg.Burst = 0
+	}
 }

@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 func TestLoadToken(t *testing.T) {
@@ -130,6 +133,59 @@ func TestVerbosity(t *testing.T) {
 	for _, v := range []string{"-1", strconv.Itoa(maxVerbosity + 1), "10"} {
 		if _, err := parseFlags([]string{"-v", v}, func(string) string { return "" }, io.Discard); err == nil || !strings.Contains(err.Error(), "-v "+v) {
 			t.Errorf("-v %s: %v, want a refusal naming it", v, err)
+		}
+	}
+}
+
+// TestClientLimit: by default the service's client has no client-side
+// rate limiter (the API server's priority and fairness protects it); a
+// positive -kube-api-qps caps it with -kube-api-burst; 0, another
+// negative number or a cap without a burst is refused with the flag's
+// name, before anything is contacted.
+func TestClientLimit(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args    []string
+		limited bool
+		qps     float32
+	}{
+		{nil, false, 0},
+		{[]string{"-kube-api-qps", "-1"}, false, 0},
+		{[]string{"-kube-api-qps", "20", "-kube-api-burst", "40"}, true, 20},
+	} {
+		f, err := parseFlags(append([]string{"-kubeconfig", kubeconfig}, c.args...), func(string) string { return "" }, io.Discard)
+		if err != nil {
+			t.Fatalf("parseFlags(%q): %v", c.args, err)
+		}
+		cfg, err := restConfig(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		limiter := cs.CoreV1().RESTClient().(*rest.RESTClient).GetRateLimiter()
+		if (limiter != nil) != c.limited || c.limited && limiter.QPS() != c.qps {
+			t.Errorf("%q: rate limiter %v; want limited %v at %g a second", c.args, limiter, c.limited, c.qps)
+		}
+	}
+	for _, bad := range [][]string{
+		{"-kube-api-qps", "0"},
+		{"-kube-api-qps", "-5"},
+		{"-kube-api-qps", "20", "-kube-api-burst", "0"},
+	} {
+		if _, err := parseFlags(bad, func(string) string { return "" }, io.Discard); err == nil || !strings.Contains(err.Error(), "-kube-api-qps "+bad[1]) {
+			t.Errorf("%q: %v; want a refusal naming -kube-api-qps", bad, err)
 		}
 	}
 }

@@ -160,7 +160,7 @@ func restConfig(f flags) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the cluster config: %w", err)
 	}
-	cfg.QPS, cfg.Burst = float32(f.kubeQPS), f.kubeBurst
+	setClientLimit(cfg, f.kubeQPS, f.kubeBurst)
 	cfg.UserAgent = "spawnkit-service/" + spawner.Version
 	// A connection that stops forwarding is found within 10 s, not
 	// client-go's 45 s: the informers' watches share it.

@@ -102,7 +102,7 @@
 // as before, from the other two sides.
 //
 // Honesty rules: in spawn rows both sides get the same client rate limit
-// (QPS 50, burst 100), informers synced before the clock starts (both
+// (-client-qps: none by default), informers synced before the clock starts (both
 // sides receive protobuf; spawnkit's Registry asks for it without gzip
 // and decodes only what its cache keeps, raw's typed client takes what
 // client-go's defaults give), and a fresh namespace per run, deleted and
@@ -201,9 +201,13 @@ type group struct {
 type Env struct {
 	Cluster *testcluster.Cluster
 	// Config is the cluster's admin config with the spawn rows' rate
-	// limit (QPS 50, burst 100), and Client a clientset built from it.
+	// limit (ClientQPS), and Client a clientset built from it.
 	Config *rest.Config
 	Client kubernetes.Interface
+	// ClientQPS is the client-side rate limit of both sides of the spawn
+	// rows (-client-qps): -1, none (spawnkit-service's default), or a
+	// cap with a burst of twice it.
+	ClientQPS float64
 	// Sizes are the concurrent spawns of the spawn rows, one row each.
 	Sizes []int
 	// PollPods is how many pods the poll rows keep in the cache.
@@ -244,6 +248,7 @@ func main() {
 	quick := flags.Bool("quick", false, "a smoke run: small sizes (20), 1,000 poll pods, 5 busy servers on cluster B, unless -sizes, -poll-pods or -busy-b are given")
 	only := flags.String("only", "", "run only these row groups, comma-separated: "+groupNames())
 	pollPods := flags.Int("poll-pods", 10_000, "pods in the cache for the poll rows")
+	clientQPS := flags.Float64("client-qps", -1, "client-side rate limit of both sides of the start and manager rows: -1 none (spawnkit-service's default), or a cap in requests a second with bursts of twice it (50: the service's default before issue 47)")
 	spawnLimit := flags.Int("spawn-limit", 0, "the Manager's ConcurrentSpawnLimit in manager and clusters rows (0: its default, 100; negative: none)")
 	busyB := flags.Int("busy-b", 20, "servers the clusters rows keep cycling (start, running, stop) on cluster B while they measure cluster A (-quick: 5)")
 	jsonPath := flags.String("json", "bench-report.json", "write the report here as JSON (\"\" for none)")
@@ -288,7 +293,7 @@ func main() {
 	if *quick && !set["busy-b"] {
 		*busyB = 5
 	}
-	env := &Env{PollPods: *pollPods, Quick: *quick, SpawnLimit: *spawnLimit, BusyB: *busyB, CPUProfile: *cpuProfile, MemProfile: *memProfile,
+	env := &Env{PollPods: *pollPods, Quick: *quick, SpawnLimit: *spawnLimit, ClientQPS: *clientQPS, BusyB: *busyB, CPUProfile: *cpuProfile, MemProfile: *memProfile,
 		RawPlannedPod: !*rawMinimal, NoEvents: *noEvents, RawEvents: *rawEvents, Tracing: *tracing}
 	groups, err := parseConfig(env, *sizes, *only, *repeats)
 	if err == nil {
@@ -482,7 +487,7 @@ func run(ctx context.Context, env *Env, groups []string, repeats int, jsonPath s
 		env.Jaeger = j
 	}
 	env.Config = rest.CopyConfig(cluster.Config)
-	env.Config.QPS, env.Config.Burst = 50, 100 // the same for both sides
+	setClientQPS(env.Config, env.ClientQPS) // the same for both sides
 	if env.Client, err = kubernetes.NewForConfig(env.Config); err != nil {
 		return err
 	}
@@ -646,4 +651,13 @@ func spawnAll(ctx context.Context, first, n int, start func(ctx context.Context,
 		g.Go(func() error { return start(gctx, i) })
 	}
 	return g.Wait()
+}
+
+// setClientQPS gives cfg the client-side rate limit qps: -1 none, else a
+// cap with bursts of twice it.
+func setClientQPS(cfg *rest.Config, qps float64) {
+	cfg.QPS, cfg.Burst = float32(qps), int(2*qps)
+	if qps < 0 {
+		cfg.Burst = 0
+	}
 }

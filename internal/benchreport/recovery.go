@@ -29,7 +29,7 @@ const recoveryServers = 10_000
 // manager.New, whose Start lists the pods and recovers each server
 // (Poll waits until it has); raw is a new pod informer synced, then a map
 // from (user, server) to URL built from the pods' annotations and status,
-// the least a hub needs. Both use the same client (QPS 50, burst 100);
+// the least a hub needs. Both use the same client (env.Config: -client-qps);
 // the order alternates between repeats.
 func measureRecovery(ctx context.Context, env *Env, repeats int) ([]Measure, error) {
 	n := recoveryServers

@@ -184,12 +184,13 @@ func msPer(d time.Duration, n int) float64 {
 
 // spawnRun describes one side of one spawn run, done by a child process.
 type spawnRun struct {
-	API        string `json:"api"`  // apiStart or apiManager
-	Side       string `json:"side"` // "spawnkit", "raw" or sideTraced
-	Namespace  string `json:"namespace"`
-	N          int    `json:"n"`
-	Kubeconfig string `json:"kubeconfig"`
-	SpawnLimit int    `json:"spawn_limit,omitempty"`
+	API        string  `json:"api"`  // apiStart or apiManager
+	Side       string  `json:"side"` // "spawnkit", "raw" or sideTraced
+	Namespace  string  `json:"namespace"`
+	N          int     `json:"n"`
+	Kubeconfig string  `json:"kubeconfig"`
+	SpawnLimit int     `json:"spawn_limit,omitempty"`
+	ClientQPS  float64 `json:"client_qps"`
 	// KubeconfigB and BusyB are a clusters run's second cluster and how
 	// many servers cycle on it (see prepareClusters).
 	KubeconfigB string `json:"kubeconfig_b,omitempty"`
@@ -297,7 +298,7 @@ func spawnRunOnce(ctx context.Context, env *Env, api, side string, n, repeat int
 	if err != nil {
 		return spawnResult{}, nil, err
 	}
-	spec := spawnRun{API: api, Side: side, Namespace: ns, N: n, Kubeconfig: env.Cluster.Kubeconfig, SpawnLimit: env.SpawnLimit,
+	spec := spawnRun{API: api, Side: side, Namespace: ns, N: n, Kubeconfig: env.Cluster.Kubeconfig, SpawnLimit: env.SpawnLimit, ClientQPS: env.ClientQPS,
 		RawPlannedPod: env.RawPlannedPod, NoEvents: env.NoEvents, RawEvents: env.RawEvents}
 	if api == apiManager && !env.NoEvents {
 		// The Manager reports every start's progress, pod events
@@ -385,7 +386,7 @@ func runChild(ctx context.Context, arg string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = 50, 100 // the same for both sides
+	setClientQPS(cfg, spec.ClientQPS) // the same for both sides
 	counter := newCallCounter()
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return counter.wrap(rt) })
 	client, err := kubernetes.NewForConfig(cfg)

@@ -36,8 +36,8 @@ const watchUsers = 200
 // EnableUserNamespaces spawning every server until the Manager reports it
 // running; raw is what a per-namespace design does: for each user a
 // namespace, a pod informer and an event informer on it, and a pod
-// created and followed until Ready. Each side's client (QPS 50, burst
-// 100) counts the GET requests with watch=true that leave it, through a
+// created and followed until Ready. Each side's client (env.Config, -client-qps;
+// none by default) counts the GET requests with watch=true that leave it, through a
 // RoundTripper wrapped around its transport (rest.Config.Wrap). The count
 // depends on the design, not on timing, so it is taken once, not per
 // repeat.

@@ -289,7 +289,9 @@ func TestBinaryClustersFileRefused(t *testing.T) {
 		{"missing kubeconfig", "clusters:\n- name: a\n  kubeconfig: " + c.Kubeconfig + "\n- name: b\n  kubeconfig: " + missing + "\n", []string{`"b"`, missing}},
 		{"unknown context", "clusters:\n- name: a\n  kubeconfig: " + c.Kubeconfig + "\n  context: nowhere\n", []string{`"a"`, "nowhere"}},
 		{"bad override", "clusters:\n- name: a\n  kubeconfig: " + c.Kubeconfig + "\n  kubespawner_override: {pod_conect_ip: x}\n", []string{`"a"`, "pod_conect_ip"}},
-		{"bad qps", "clusters:\n- name: a\n  kubeconfig: " + c.Kubeconfig + "\n  kube_api_qps: -1\n", []string{`"a"`, "kube_api_qps"}},
+		{"bad qps", "clusters:\n- name: a\n  kubeconfig: " + c.Kubeconfig + "\n  kube_api_qps: 0\n", []string{`"a"`, "kube_api_qps", "-1 for none"}},
+		{"negative qps", "clusters:\n- name: a\n  kubeconfig: " + c.Kubeconfig + "\n  kube_api_qps: -5\n", []string{`"a"`, "kube_api_qps -5"}},
+		{"qps without burst", "clusters:\n- name: a\n  kubeconfig: " + c.Kubeconfig + "\n  kube_api_qps: 20\n  kube_api_burst: 0\n", []string{`"a"`, "positive burst"}},
 	}
 	for _, tc := range cases {
 		for _, check := range []bool{false, true} {
