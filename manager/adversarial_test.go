@@ -402,6 +402,7 @@ profile_list:
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(fresh.Close) // after the Manager's own cleanup
 	m2, _ := runManager(t, Options{Config: cfg, Registry: fresh})
 	if st, err := m2.Status(starting); err != nil || st.Phase != PhaseStarting {
 		t.Fatalf("recovered starting server = %+v, %v; want starting", st, err)

@@ -162,6 +162,8 @@ type Manager struct {
 	reconciles atomic.Int64
 	// resyncs counts the resync passes (tests wait for them).
 	resyncs atomic.Int64
+	// streamKept is the const streamKept (shorter in tests).
+	streamKept time.Duration
 	// untrustedSeen are the UIDs of pods already reported as claiming a
 	// server where its configuration does not put it (trusted).
 	untrustedMu   sync.Mutex
@@ -226,7 +228,7 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{opts: opts, cells: cells, byName: map[string]*cell{}, multi: len(opts.Clusters) > 0,
+	m := &Manager{opts: opts, cells: cells, streamKept: streamKept, byName: map[string]*cell{}, multi: len(opts.Clusters) > 0,
 		factory: cells[0].factory, cfg: cells[0].cfg, servers: map[serverKey]*entry{}, ops: map[*operation]struct{}{},
 		untrustedSeen: map[types.UID]struct{}{},
 		watchers:      map[*watcher]struct{}{}, ready: make(chan struct{}), led: make(chan struct{}), stopped: make(chan struct{}), log: logr.Discard()}

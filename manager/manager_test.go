@@ -36,6 +36,13 @@ import (
 // it down gracefully and waits for it.
 func runManager(t *testing.T, opts Options) (*Manager, func()) {
 	t.Helper()
+	return runManagerWith(t, opts, nil)
+}
+
+// runManagerWith is runManager, calling before (if set) on the Manager
+// before its Start.
+func runManagerWith(t *testing.T, opts Options, before func(*Manager)) (*Manager, func()) {
+	t.Helper()
 	if opts.Client == nil && opts.Clusters == nil {
 		opts.Client = cluster.Client
 	}
@@ -45,6 +52,9 @@ func runManager(t *testing.T, opts Options) (*Manager, func()) {
 	m, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if before != nil {
+		before(m)
 	}
 	ctx, cancel := context.WithCancel(keptLog(t, t.Context()))
 	done := make(chan error, 1)
@@ -397,6 +407,7 @@ func TestManagerNeverRelistsInSteadyState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(reg.Close) // after the Manager's own cleanup
 	client := kubernetes.NewForConfigOrDie(cfg)
 	m, _ := runManager(t, Options{Client: client, Registry: reg, Config: baseConfig(ns), ResyncInterval: 100 * time.Millisecond})
 	ctx := ctxTimeout(t, 60*time.Second)
@@ -492,6 +503,7 @@ profile_list:
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(fresh.Close) // after the Manager's own cleanup
 	begin := time.Now()
 	m2, _ := runManager(t, Options{Config: cfg, Registry: fresh})
 	t.Logf("recovery of 20 servers: %s", time.Since(begin).Round(time.Millisecond))
@@ -543,6 +555,7 @@ func TestManagerLeaderFailoverMidSpawn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(reg2.Close) // after the Manager's own cleanup
 	b, _ := runManager(t, Options{Config: cfg, Registry: reg2, LeaderElection: le("b")})
 	s := naming.Server{Username: "m-failover"}
 	if _, _, err := b.Spawn(ctx, s, SpawnOptions{}); !errors.Is(err, ErrNotLeader) {
@@ -685,6 +698,7 @@ func newRegistry(t *testing.T) *reflector.Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(reg.Close) // after the Manager using it has stopped
 	return reg
 }
 
@@ -918,4 +932,67 @@ func keptLog(t *testing.T, parent context.Context) context.Context {
 		}
 		lines = append(lines, line)
 	}, funcr.Options{Verbosity: 1}))
+}
+
+// TestManagerDropsFinishedProgress: Events streams an operation whole
+// while it runs, however many resyncs pass, and for streamKept after it
+// ended; a resync after that drops it (a closed stream, as from a
+// restarted Manager), and the next operation has a stream of its own.
+func TestManagerDropsFinishedProgress(t *testing.T) {
+	ns := newNamespace(t)
+	cfg := baseConfig(ns)
+	cfg.ExtraAnnotations = map[string]string{testcluster.BehaviorAnnotation: testcluster.BehaviorNeverReady}
+	short := func(m *Manager) { m.streamKept = 200 * time.Millisecond }
+	slow, _ := runManagerWith(t, Options{Config: cfg, ResyncInterval: 100 * time.Millisecond}, short)
+	m, _ := runManagerWith(t, Options{Config: baseConfig(ns), ResyncInterval: 100 * time.Millisecond}, short)
+	ctx := ctxTimeout(t, 90*time.Second)
+	events := func(m *Manager, s naming.Server) []spawner.ProgressEvent {
+		t.Helper()
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		ch, err := m.Events(rctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []spawner.ProgressEvent
+		for ev := range ch {
+			out = append(out, ev)
+		}
+		return out
+	}
+
+	// A start in flight keeps its stream past streamKept.
+	pending := naming.Server{Username: "progress-pending"}
+	if _, _, err := slow.Spawn(ctx, pending, SpawnOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	resyncs := slow.resyncs.Load()
+	testutil.Eventually(t, 10*time.Second, "five resyncs", testutil.True(func() bool { return slow.resyncs.Load() >= resyncs+5 }))
+	if evs := events(slow, pending); len(evs) == 0 {
+		t.Error("a start in flight has no progress after resyncs past streamKept")
+	}
+	if _, err := slow.Stop(ctx, pending, spawner.StopOptions{Now: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	s := naming.Server{Username: "progress-dropped"}
+	if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, m, s, "running", phaseIs(PhaseRunning))
+	first := events(m, s)
+	if len(first) == 0 || !first[len(first)-1].Ready {
+		t.Fatalf("the finished start's progress right after it: %+v; want it whole, ending ready", first)
+	}
+	testutil.Eventually(t, 10*time.Second, "the finished start's progress dropped", testutil.True(func() bool { return len(events(m, s)) == 0 }))
+	if _, err := m.Status(s); err != nil {
+		t.Fatalf("dropping the progress forgot the server: %v", err)
+	}
+	// The stop has a stream of its own.
+	if _, err := m.Stop(ctx, s, spawner.StopOptions{Now: true}); err != nil {
+		t.Fatal(err)
+	}
+	if evs := events(m, s); len(evs) == 0 {
+		t.Error("the stop that just ended has no progress")
+	}
 }

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -94,8 +95,9 @@ func (m *Manager) processNext(ctx context.Context, log logr.Logger) bool {
 	return true
 }
 
-// resync enqueues every known server (a backstop for missed events) and
-// forgets stopped and failed servers older than Retention. It reads only
+// resync enqueues every known server (a backstop for missed events),
+// forgets stopped and failed servers older than Retention, and drops the
+// progress of operations that ended streamKept ago or more. It reads only
 // the cache.
 func (m *Manager) resync(ctx context.Context) {
 	now := m.opts.Clock.Now()
@@ -103,6 +105,9 @@ func (m *Manager) resync(ctx context.Context) {
 		e.mu.Lock()
 		idle := e.op == nil && (e.status.Phase == PhaseStopped || e.status.Phase == PhaseFailed)
 		old := now.Sub(e.changed) >= m.opts.Retention
+		if e.op == nil && e.stream != nil && now.Sub(e.changed) >= m.streamKept {
+			e.stream = nil
+		}
 		e.mu.Unlock()
 		if idle && old {
 			m.forget(e, false)
@@ -119,3 +124,11 @@ func (m *Manager) resync(ctx context.Context) {
 	}
 	m.resyncs.Add(1)
 }
+
+// streamKept is how long, at least, Events still streams an operation
+// that has ended; resync drops it after that. A reader that comes later
+// (a hub's progress page reopened once the server is up) gets what it
+// would get from a Manager restarted since: a closed stream, the outcome
+// being the server's Status. Kept for ever, a burst of 10,000 starts left
+// about 12 MB of progress behind.
+const streamKept = time.Minute

@@ -121,8 +121,9 @@ func (m *Manager) List() []Status {
 // beginning, ending with its final event, which comes once the
 // operation's outcome is the server's Status; the channel closes then or
 // when ctx ends. Any number of readers each get the whole stream.
-// Unknown servers are ErrNotFound; a server with no operation yet gives a
-// closed channel.
+// Unknown servers are ErrNotFound; a server with no operation yet, or
+// whose last operation ended a minute or more before the latest resync
+// (the Manager keeps no history of it then), gives a closed channel.
 func (m *Manager) Events(ctx context.Context, s naming.Server) (<-chan spawner.ProgressEvent, error) {
 	return m.EventsFrom(ctx, s, 0)
 }

@@ -4,8 +4,10 @@
 // Registry.Pods and Registry.Events return handles on informers keyed by
 // (resource, namespace, label selector, field selector). The first
 // request starts an informer, later ones share it, and the last Release
-// stops it and waits until it has stopped. Every goroutine the package
-// starts is owned by an informer and ends with it.
+// stops it and waits until it has stopped; an event informer's last
+// Release leaves it running for two minutes, for the next start to share,
+// then stops it. Every goroutine the package starts is owned by an
+// informer (or its stop timer) and ends with it.
 //
 // # Reads
 //

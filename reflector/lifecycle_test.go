@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -197,5 +198,79 @@ func TestInformersAskForUncompressedResponses(t *testing.T) {
 	if requests.Load() < 2 || asked.Load() != requests.Load() || compressed.Load() != 0 {
 		t.Errorf("%d informer requests, %d asking for identity and protobuf, %d answered compressed; want all identity and protobuf, none compressed",
 			requests.Load(), asked.Load(), compressed.Load())
+	}
+}
+
+// TestEventInformerLingers: an event informer's last Release leaves it
+// running for the linger, a holder taking it meanwhile gets the same
+// informer (no second list), and once the linger has passed with no
+// holder it stops, its events given back; Close stops a lingering one.
+func TestEventInformerLingers(t *testing.T) {
+	ns := newNamespace(t)
+	r := newRegistry(t, Options{})
+	r.linger = 500 * time.Millisecond
+	take := func() *Events {
+		ev, err := r.Events(t.Context(), ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ev.WaitForSync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	running := func(e *entry) bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.entries[e.key] == e
+	}
+	first := take()
+	e := first.h.e
+	first.Release()
+	if !running(e) {
+		t.Fatal("the event informer stopped at its last Release; want it to linger")
+	}
+	second := take()
+	if second.h.e != e {
+		t.Fatal("a holder during the linger got a new informer; want the lingering one")
+	}
+	// Held past the linger: the stop timer was cancelled.
+	time.Sleep(3 * r.linger)
+	if !running(e) {
+		t.Fatal("the event informer stopped while held")
+	}
+	second.Release()
+	select {
+	case <-e.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the event informer still runs 30 s after its linger")
+	}
+	if running(e) {
+		t.Error("a stopped informer is still listed")
+	}
+	third := take()
+	if third.h.e == e {
+		t.Error("a holder after the stop got the stopped informer")
+	}
+	third.Release()
+	r.Close() // stops the lingering one and waits
+	select {
+	case <-third.h.e.done:
+	default:
+		t.Error("Close left a lingering event informer running")
+	}
+
+	// Pod informers do not linger.
+	r2 := newRegistry(t, Options{})
+	p, err := r2.Pods(t.Context(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pe := p.h.e
+	p.Release()
+	select {
+	case <-pe.done:
+	default:
+		t.Error("a pod informer still runs after its last Release")
 	}
 }

@@ -33,6 +33,9 @@ func newRegistry(t *testing.T, opts Options) *Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Closed as a hub closes its Registry: a lingering event informer
+	// stops with it.
+	t.Cleanup(r.Close)
 	return r
 }
 

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,6 +86,12 @@ type Registry struct {
 	// made afterwards list and watch instead of asking again.
 	noWatchList atomic.Bool
 
+	// linger is eventLinger (shorter in tests; 0: stop at once).
+	linger time.Duration
+	// stopping counts the lingering informers stopIdle is stopping, for
+	// Close to wait for.
+	stopping sync.WaitGroup
+
 	mu sync.Mutex // guards entries and closed
 	// entries are the running informers.
 	entries map[Key]*entry
@@ -114,8 +121,12 @@ type entry struct {
 	// calls them (unused for events).
 	observers observers
 	refs      int // guarded by Registry.mu
-	cancel    context.CancelFunc
-	done      chan struct{} // closed when the informer has stopped
+	// idle, set while an event informer with no holder lingers (see
+	// eventLinger), stops it unless a holder comes first; guarded by
+	// Registry.mu.
+	idle   *time.Timer
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the informer has stopped
 	// handled is the Registry's handler on the informer: it has synced
 	// once the informer has and the handler has seen the first list (the
 	// event index, the uid map, subscriptions and observers are built
@@ -145,6 +156,7 @@ func New(opts Options) (*Registry, error) {
 		}
 	}
 	r := &Registry{
+		linger:   eventLinger,
 		client:   client,
 		podSel:   opts.PodLabelSelector,
 		maxEvent: opts.MaxEventsPerPod,
@@ -187,6 +199,12 @@ func (r *Registry) Close() {
 	r.closed = true
 	entries := r.entries
 	r.entries = map[Key]*entry{}
+	for _, e := range entries {
+		if e.idle != nil {
+			e.idle.Stop()
+			e.idle = nil
+		}
+	}
 	r.mu.Unlock()
 	for _, e := range entries {
 		e.cancel()
@@ -194,6 +212,7 @@ func (r *Registry) Close() {
 	for _, e := range entries {
 		<-e.done
 	}
+	r.stopping.Wait()
 	if r.metrics != nil {
 		r.reg.Unregister(r.metrics)
 	}
@@ -212,6 +231,12 @@ func (r *Registry) acquire(ctx context.Context, key Key) (*entry, error) {
 	}
 	if e, ok := r.entries[key]; ok {
 		e.refs++
+		if e.idle != nil {
+			// A lingering informer taken again: its timer, if it
+			// already fired, finds a holder and leaves it running.
+			e.idle.Stop()
+			e.idle = nil
+		}
 		return e, nil
 	}
 	e := &entry{key: key, refs: 1, done: make(chan struct{}), health: newHealth(r.clock)}
@@ -280,11 +305,18 @@ func (e *entry) syncedChan() <-chan struct{} {
 }
 
 // release drops one hold on key's informer and stops it, waiting until it
-// has stopped, when that was the last.
+// has stopped, when that was the last. An event informer's last hold
+// instead leaves it running for r.linger (eventLinger), then stops it
+// without waiting (see eventLinger).
 func (r *Registry) release(e *entry) {
 	r.mu.Lock()
 	e.refs--
 	last := e.refs == 0
+	if last && e.events != nil && r.entries[e.key] == e && r.linger > 0 {
+		e.idle = time.AfterFunc(r.linger, func() { r.stopIdle(e) })
+		r.mu.Unlock()
+		return
+	}
 	if last && r.entries[e.key] == e { // after Close, entries no longer has e
 		delete(r.entries, e.key)
 	}
@@ -293,6 +325,35 @@ func (r *Registry) release(e *entry) {
 		e.cancel()
 		<-e.done
 	}
+}
+
+// eventLinger is how long an event informer runs on after its last hold
+// is released. The informer is held only while a start or resume follows
+// its pod (spawner), so after a burst of starts it would otherwise keep
+// every event of the burst (about 2.4 KB a server) for as long as the
+// hub runs; stopped at once, a hub whose starts come one at a time would
+// list the namespace's events (up to an hour of them, the API server's
+// event TTL) for each start. Lingering, the starts of a busy hour share
+// one list, and the memory is given back minutes after the last start.
+const eventLinger = 2 * time.Minute
+
+// stopIdle stops e, an event informer left lingering by release, unless
+// a holder took it meanwhile or the Registry closed (Close stops it
+// then). It runs on the timer's goroutine, which owns the stop: it waits
+// until the informer has stopped, and so does Close (stopping).
+func (r *Registry) stopIdle(e *entry) {
+	r.mu.Lock()
+	if e.refs > 0 || r.entries[e.key] != e {
+		r.mu.Unlock()
+		return
+	}
+	e.idle = nil
+	delete(r.entries, e.key)
+	r.stopping.Add(1)
+	r.mu.Unlock()
+	defer r.stopping.Done()
+	e.cancel()
+	<-e.done
 }
 
 // podKey is how subscriptions and indexes name a pod.

@@ -9,11 +9,21 @@ import (
 	"github.com/spawnkit/spawnkit/reflector"
 )
 
-// eventsHandle returns the Spawner's hold on the event informer of ns,
-// or with enable_user_namespaces on the one informer of all namespaces,
-// so that a hub watches events once, however many users it has.
-func (s *Spawner) eventsHandle(ctx context.Context, ns string) (*reflector.Events, error) {
-	return holdOn(ctx, s, &s.events, ns, s.b.registry.Events)
+// startEvents returns a hold, for one start or resume (the caller
+// releases it when the operation ends), on the event informer of ns, or
+// with enable_user_namespaces on the one informer of all namespaces, so
+// that a hub watches events once, however many users it has.
+func (s *Spawner) startEvents(ctx context.Context, ns string) (*reflector.Events, error) {
+	if s.b.watchAll {
+		ns = metav1.NamespaceAll
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	return s.b.registry.Events(ctx, ns)
 }
 
 // podsHandle returns the Spawner's hold on the pod informer of ns, or

@@ -33,9 +33,10 @@ func (s *Spawner) resume(ctx context.Context, opts *StartOptions, em *emitter) (
 	}
 	var events *reflector.Events
 	if boolOr(s.b.cfg.EventsEnabled, true) && (em.followed() || s.b.tracer.On()) {
-		if events, err = s.eventsHandle(ctx, st.Namespace); err != nil {
+		if events, err = s.startEvents(ctx, st.Namespace); err != nil {
 			return "", fail(StepWatch, "", err)
 		}
+		defer events.Release()
 	}
 	sub := s.b.registry.SubscribeIf(st.Namespace, st.PodName, run.tl.Watch(startWakes(s.b.cfg.FatalReasons), s.b.cfg.UnschedulableAfter() > 0))
 	defer sub.Close()

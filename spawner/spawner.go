@@ -238,12 +238,14 @@ type Spawner struct {
 	// the slot, by a sequence number.
 	cancels map[uint64]context.CancelCauseFunc
 	opSeq   uint64
-	// pods and events are this Spawner's holds on the shared informers
-	// of its namespace, kept from first use until Close so that Poll and
-	// Start never restart an informer (a fresh LIST each time).
-	pods   hold[*reflector.Pods]
-	events hold[*reflector.Events]
-	poll   pollCache // Poll's key and URL, rebuilt when their inputs change
+	// pods is this Spawner's hold on the shared pod informer of its
+	// namespace, kept from first use until Close so that Poll and Start
+	// never restart an informer (a fresh LIST each time). The event
+	// informer is held only while a start or resume follows its pod
+	// (startEvents): the Registry keeps it running a while after the
+	// last one, and a hub's memory does not keep a burst's events.
+	pods hold[*reflector.Pods]
+	poll pollCache // Poll's key and URL, rebuilt when their inputs change
 }
 
 // PodRef names one version of a pod.
@@ -365,7 +367,6 @@ func (s *Spawner) Close() {
 	s.op <- struct{}{}
 	s.mu.Lock()
 	pods, heldPods := s.pods.take()
-	events, heldEvents := s.events.take()
 	s.mu.Unlock()
 	// Released without s.mu: the last release of an informer waits for
 	// its handler, which may be waiting for a lock whose holder takes
@@ -373,8 +374,5 @@ func (s *Spawner) Close() {
 	// takes entry locks; runStart holds one while it reads this Spawner).
 	if heldPods {
 		pods.Release()
-	}
-	if heldEvents {
-		events.Release()
 	}
 }

@@ -41,6 +41,7 @@ func sharedRegistry(t testing.TB) *reflector.Registry {
 		if registry, err = reflector.New(reflector.Options{Config: c.Config}); err != nil {
 			t.Fatal(err)
 		}
+		testcluster.AtExit(registry.Close)
 	})
 	return registry
 }

@@ -201,6 +201,9 @@ func (s *Spawner) createAndWait(ctx context.Context, run *startRun, o *Objects, 
 	if h.sub != nil {
 		defer h.sub.Close()
 	}
+	if h.events != nil {
+		defer h.events.Release()
+	}
 	if err != nil {
 		return "", s.failStart(ctx, run, step, reason, err)
 	}
@@ -227,8 +230,8 @@ type startHandles struct {
 
 // beforePod takes the informers and subscribes to the pod, then makes
 // the user namespace and the claim and runs ModifyPod on o.Pod. On
-// failure it returns the step and reason; h.sub, when set, is the
-// caller's to close.
+// failure it returns the step and reason; h.sub and h.events, when set,
+// are the caller's to close and release.
 func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *Objects) (h startHandles, step Step, reason Reason, err error) {
 	run.ns, run.name = o.State.Namespace, o.State.PodName
 	run.began = s.b.clock.Now()
@@ -240,7 +243,7 @@ func (s *Spawner) beforePod(ctx context.Context, run *startRun, o *Objects) (h s
 	// its client CPU), and unschedulable_timeout, which needs an
 	// autoscaler's word, then leaves it to the other bounds.
 	if boolOr(o.cfg.EventsEnabled, true) && (run.em.followed() || s.b.tracer.On()) {
-		if h.events, err = s.eventsHandle(ctx, run.ns); err != nil {
+		if h.events, err = s.startEvents(ctx, run.ns); err != nil {
 			return h, StepWatch, "", err
 		}
 	}

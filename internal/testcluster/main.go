@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,6 +42,34 @@ func Main(m *testing.M, opts Options, cluster **Cluster) {
 	os.Exit(run(m, opts, cluster))
 }
 
+// atExit are the functions AtExit registered.
+var atExit struct {
+	mu sync.Mutex
+	fs []func()
+}
+
+// AtExit registers f to run once the package's tests have run, before
+// Main stops the cluster and looks for leaked goroutines, the last
+// registered first: for what the package's tests share (a
+// reflector.Registry, one per process as a hub's), which no test's
+// Cleanup may close. A shared Registry must be closed so: its event
+// informers outlive their last holder by a while.
+func AtExit(f func()) {
+	atExit.mu.Lock()
+	defer atExit.mu.Unlock()
+	atExit.fs = append(atExit.fs, f)
+}
+
+func runAtExit() {
+	atExit.mu.Lock()
+	fs := atExit.fs
+	atExit.fs = nil
+	atExit.mu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
+}
+
 func run(m *testing.M, opts Options, cluster **Cluster) int {
 	c, cause, err := setUp(opts)
 	if err != nil {
@@ -49,6 +78,7 @@ func run(m *testing.M, opts Options, cluster **Cluster) int {
 	}
 	*cluster = c
 	code := m.Run()
+	runAtExit()
 	if c == nil {
 		reportSkips(os.Stderr, testPackage(), skipped.Load(), cause)
 	}
