@@ -68,6 +68,8 @@ type stackOptions struct {
 	// serviceConfig is the service's -config (default:
 	// testdata/spawner-service.yaml); clusters its -clusters file, if any.
 	serviceConfig, clusters string
+	// kubeconfig is the service's -kubeconfig (default: the cluster's).
+	kubeconfig string
 	// hubPolicy is the service's -hub-policy file, if any.
 	hubPolicy string
 	// tls, when set, serves the service's API over TLS with its
@@ -159,8 +161,12 @@ func (s *stack) startService(ctx context.Context, t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	kubeconfig := s.opts.kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = s.cluster.Kubeconfig
+	}
 	args := []string{
-		"-kubeconfig", s.cluster.Kubeconfig,
+		"-kubeconfig", kubeconfig,
 		"-config", config,
 		"-listen", fmt.Sprintf("127.0.0.1:%d", s.servicePort),
 		"-token-file", filepath.Join(s.dir, "service-token"),
