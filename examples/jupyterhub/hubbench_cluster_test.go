@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -145,7 +146,8 @@ func apiCallKey(r *http.Request) string {
 	}
 	if verb == http.MethodGet && len(parts) == 1 {
 		verb = "LIST"
-		if w := r.URL.Query().Get("watch"); w == "true" || w == "1" {
+		// kubernetes_asyncio sends watch=True.
+		if w := r.URL.Query().Get("watch"); strings.EqualFold(w, "true") || w == "1" {
 			verb = "WATCH"
 		}
 	}
@@ -160,20 +162,21 @@ func apiCallKey(r *http.Request) string {
 type clusterWatch struct {
 	pods cache.SharedIndexInformer
 
-	mu sync.Mutex // guards seen and podUser
+	mu sync.Mutex // guards seen
 	// seen is when each event was first seen, by eventKey.
 	seen map[string]time.Time
-	// podUser is the user of every pod seen, deleted ones too.
-	podUser map[string]string
 }
 
-// eventKey identifies an event as a progress message shows it: the pod,
+// eventKey identifies an event as a progress message shows it: the pod
+// (its UID: every run has pods of the same names, with the same events),
 // the event's type and its message.
-func eventKey(pod, typ, message string) string { return pod + "\x00" + typ + "\x00" + message }
+func eventKey(pod types.UID, typ, message string) string {
+	return string(pod) + "\x00" + typ + "\x00" + message
+}
 
 func newClusterWatch(t *testing.T, c *testcluster.Cluster) *clusterWatch {
 	t.Helper()
-	w := &clusterWatch{seen: map[string]time.Time{}, podUser: map[string]string{}}
+	w := &clusterWatch{seen: map[string]time.Time{}}
 	pods := c.Client.CoreV1().Pods(namespace)
 	w.pods = cache.NewSharedIndexInformer(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -192,26 +195,16 @@ func newClusterWatch(t *testing.T, c *testcluster.Cluster) *clusterWatch {
 			return events.Watch(ctx, o)
 		},
 	}, &corev1.Event{}, 0, cache.Indexers{})
-	notePod := func(obj any) {
-		if p, ok := obj.(*corev1.Pod); ok {
-			w.mu.Lock()
-			w.podUser[p.Name] = p.Annotations[naming.AnnotationUsername]
-			w.mu.Unlock()
-		}
-	}
 	noteEvent := func(obj any) {
 		now := time.Now()
 		if e, ok := obj.(*corev1.Event); ok && e.InvolvedObject.Kind == "Pod" {
-			k := eventKey(e.InvolvedObject.Name, e.Type, e.Message)
+			k := eventKey(e.InvolvedObject.UID, e.Type, e.Message)
 			w.mu.Lock()
 			if _, dup := w.seen[k]; !dup {
 				w.seen[k] = now
 			}
 			w.mu.Unlock()
 		}
-	}
-	if _, err := w.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: notePod}); err != nil {
-		t.Fatal(err)
 	}
 	if _, err := evInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: noteEvent, UpdateFunc: func(_, obj any) { noteEvent(obj) },
@@ -261,27 +254,34 @@ func (w *clusterWatch) waitNoPods(ctx context.Context, timeout time.Duration) (t
 	}
 }
 
-// eventSeen is when the watch first saw the event that a progress message
-// of user's shows ("<time> [<type>] <message>", as both KubeSpawner and
-// spawnkit write them), or false for a message that shows no event.
-func (w *clusterWatch) eventSeen(user, message string) (time.Time, bool) {
-	_, rest, ok := strings.Cut(message, " [")
-	if !ok {
+// eventSeen returns a function that says when the watch first saw the
+// event a progress message of user's shows ("<time> [<type>] <message>",
+// as both KubeSpawner and spawnkit write them), or false for a message
+// that shows no event. The event is one of the user's pods that exist
+// when eventSeen is called.
+func (w *clusterWatch) eventSeen() func(user, message string) (time.Time, bool) {
+	pods := map[string][]types.UID{}
+	for _, obj := range w.pods.GetStore().List() {
+		pod := obj.(*corev1.Pod)
+		u := pod.Annotations[naming.AnnotationUsername]
+		pods[u] = append(pods[u], pod.UID)
+	}
+	return func(user, message string) (time.Time, bool) {
+		_, rest, ok := strings.Cut(message, " [")
+		if !ok {
+			return time.Time{}, false
+		}
+		typ, text, ok := strings.Cut(rest, "] ")
+		if !ok {
+			return time.Time{}, false
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, uid := range pods[user] {
+			if at, ok := w.seen[eventKey(uid, typ, text)]; ok {
+				return at, true
+			}
+		}
 		return time.Time{}, false
 	}
-	typ, text, ok := strings.Cut(rest, "] ")
-	if !ok {
-		return time.Time{}, false
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for pod, u := range w.podUser {
-		if u != user {
-			continue
-		}
-		if at, ok := w.seen[eventKey(pod, typ, text)]; ok {
-			return at, true
-		}
-	}
-	return time.Time{}, false
 }

@@ -32,16 +32,21 @@ type sideResult struct {
 	// allReady is from the first start request until the last server
 	// was ready; start50/99 the same per user, from its own request.
 	allReady, start50, start99 time.Duration
-	// progress50/99 is from the test's own watch seeing a pod event until
-	// the user's progress stream showed it, over progressN events;
-	// brokenStreams ended without a ready or failed event.
+	// progress50/99 is from the test's own watch seeing a pod event, or
+	// from the user's progress stream opening if that was later, until
+	// the stream showed it, over progressN events; brokenStreams ended
+	// without a ready or failed event.
 	progress50, progress99   time.Duration
 	progressN, brokenStreams int
 	// stopAll is from the first stop request until every pod was gone.
 	stopAll time.Duration
-	// startCalls and stopCalls are the measured client's API requests in
-	// each window, by "VERB resource".
-	startCalls, stopCalls map[string]int
+	// startCalls, idleCalls and stopCalls are the measured client's API
+	// requests in each window, by "VERB resource".
+	startCalls, idleCalls, stopCalls map[string]int
+	// idle is the window with every server running and nothing asked of
+	// the hub but JupyterHub's own polls; hubCPUIdle and svcCPUIdle the
+	// CPU in it.
+	idle, hubCPUIdle, svcCPUIdle time.Duration
 	// hub and service: CPU in each window, resident memory at its peak
 	// (VmHWM, since the process started) and once all were ready.
 	hubCPUStart, hubCPUStop, svcCPUStart, svcCPUStop time.Duration
@@ -281,6 +286,7 @@ func runBurst(t *testing.T, h benchHub, cw *clusterWatch, ac *apiCounter, users 
 	hub1, svc1, calls1 := mustUsage(t, s.hub), mustUsage(t, h.service), ac.byKey()
 
 	var startTimes, lat []time.Duration
+	eventSeen := cw.eventSeen()
 	for i, r := range runs {
 		if r.failed || r.ready == 0 {
 			res.failed++
@@ -295,8 +301,10 @@ func runBurst(t *testing.T, h benchHub, cw *clusterWatch, ac *apiCounter, users 
 			res.brokenStreams++
 		}
 		for _, m := range r.messages {
-			if at, ok := cw.eventSeen(users[i], m.msg); ok {
-				lat = append(lat, m.at.Sub(at))
+			// The first message is JupyterHub's own, sent as the stream
+			// opens: an event from before then could not be shown sooner.
+			if at, ok := eventSeen(users[i], m.msg); ok {
+				lat = append(lat, m.at.Sub(later(at, r.messages[0].at)))
 			}
 		}
 	}
@@ -307,6 +315,18 @@ func runBurst(t *testing.T, h benchHub, cw *clusterWatch, ac *apiCounter, users 
 	res.hubReady, res.svcReady = hub1.rss, svc1.rss
 	if f := hubFailures(s); f != "" {
 		t.Logf("%s: JupyterHub logged failed starts:\n%s", h.side, f)
+	}
+
+	if o.idle > 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(o.idle):
+		}
+		hubIdle, svcIdle, callsIdle := mustUsage(t, s.hub), mustUsage(t, h.service), ac.byKey()
+		res.idle, res.idleCalls = o.idle, diffCalls(calls1, callsIdle)
+		res.hubCPUIdle, res.svcCPUIdle = hubIdle.cpu-hub1.cpu, svcIdle.cpu-svc1.cpu
+		hub1, svc1, calls1 = hubIdle, svcIdle, callsIdle
 	}
 
 	// Stop them all at once.
@@ -355,6 +375,13 @@ func runBurst(t *testing.T, h benchHub, cw *clusterWatch, ac *apiCounter, users 
 		t.Errorf("%s: JupyterHub still lists %d servers 2 minutes after every pod was gone", h.side, left)
 	}
 	return res
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func diffCalls(before, after map[string]int) map[string]int {

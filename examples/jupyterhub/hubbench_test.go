@@ -42,6 +42,10 @@ type benchOptions struct {
 	// default 300 and 30, the example's jupyterhub_config.py, as
 	// zero-to-jupyterhub sets them).
 	startTimeout, httpTimeout time.Duration
+	// idle is how long every server runs, the hub left to its polls,
+	// before the stops (SPAWNKIT_HUB_BENCH_IDLE, seconds, default 60; 0
+	// leaves it out).
+	idle time.Duration
 	// kubeSpawnerPython is the python of a venv with KubeSpawner 7.1
 	// (SPAWNKIT_KUBESPAWNER_PYTHON; internal/tools/kubespawner.sh makes
 	// it and prints it).
@@ -51,7 +55,7 @@ type benchOptions struct {
 func benchOptionsFromEnv(t *testing.T) benchOptions {
 	t.Helper()
 	o := benchOptions{users: 1000, order: "alternate", repeats: 2, progress: true,
-		startTimeout: 300 * time.Second, httpTimeout: 30 * time.Second,
+		startTimeout: 300 * time.Second, httpTimeout: 30 * time.Second, idle: time.Minute,
 		kubeSpawnerPython: os.Getenv("SPAWNKIT_KUBESPAWNER_PYTHON")}
 	num := func(name string, into *int) {
 		if v := os.Getenv(name); v != "" {
@@ -68,6 +72,13 @@ func benchOptionsFromEnv(t *testing.T) benchOptions {
 	num("SPAWNKIT_HUB_BENCH_START_TIMEOUT", &start)
 	num("SPAWNKIT_HUB_BENCH_HTTP_TIMEOUT", &http)
 	o.startTimeout, o.httpTimeout = time.Duration(start)*time.Second, time.Duration(http)*time.Second
+	if v := os.Getenv("SPAWNKIT_HUB_BENCH_IDLE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			t.Fatalf("SPAWNKIT_HUB_BENCH_IDLE=%q: want seconds, 0 or more", v)
+		}
+		o.idle = time.Duration(n) * time.Second
+	}
 	if v := os.Getenv("SPAWNKIT_HUB_BENCH_ORDER"); v != "" {
 		o.order = v
 	}
@@ -269,6 +280,14 @@ func printTable(o benchOptions, reps [][]sideResult) {
 	svc := func(f func(sideResult) time.Duration) func(sideResult) (float64, bool) {
 		return func(r sideResult) (float64, bool) { return f(r).Seconds(), r.side == "spawnkit" }
 	}
+	perMinute := func(f func(sideResult) float64) func(sideResult) (float64, bool) {
+		return func(r sideResult) (float64, bool) {
+			if r.idle == 0 {
+				return 0, false
+			}
+			return f(r) / r.idle.Minutes(), true
+		}
+	}
 	startCalls := func(r sideResult) map[string]int { return r.startCalls }
 	stopCalls := func(r sideResult) map[string]int { return r.stopCalls }
 	rows := []row{
@@ -281,6 +300,12 @@ func printTable(o benchOptions, reps [][]sideResult) {
 		{"progress latency, p99", millis(func(r sideResult) time.Duration { return r.progress99 }), "ms"},
 		{"pod events seen in progress streams", func(r sideResult) (float64, bool) { return float64(r.progressN), o.progress }, ""},
 		{"progress streams broken", func(r sideResult) (float64, bool) { return float64(r.brokenStreams), o.progress }, ""},
+		{"API requests per minute, all running", perMinute(func(r sideResult) float64 { return float64(sumCalls(r.idleCalls)) }), "requests"},
+		{"hub CPU per minute, all running", perMinute(func(r sideResult) float64 { return r.hubCPUIdle.Seconds() }), "s"},
+		{"service CPU per minute, all running", func(r sideResult) (float64, bool) {
+			v, ok := perMinute(func(r sideResult) float64 { return r.svcCPUIdle.Seconds() })(r)
+			return v, ok && r.side == "spawnkit"
+		}, "s"},
 		{"stop-all until every pod is gone", secs(func(r sideResult) time.Duration { return r.stopAll }), "s"},
 		{"API requests per start", perStart(sumCalls, startCalls), "requests"},
 		{"  of which POST pods", perStart(pods("POST"), startCalls), "requests"},
@@ -334,7 +359,7 @@ func printTable(o benchOptions, reps [][]sideResult) {
 	fmt.Print(b.String())
 	for _, pair := range reps[len(reps)-1:] {
 		for _, r := range pair {
-			fmt.Printf("\n%s's API requests: starts %v; stops %v\n", r.side, r.startCalls, r.stopCalls)
+			fmt.Printf("\n%s's API requests: starts %v; all running %v; stops %v\n", r.side, r.startCalls, r.idleCalls, r.stopCalls)
 		}
 	}
 }
