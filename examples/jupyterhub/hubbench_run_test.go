@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spawnkit/spawnkit/internal/testutil"
 )
 
 // benchHub is one side's running hub: its stack (proxy, JupyterHub and,
@@ -110,8 +112,8 @@ func mustUsage(t *testing.T, p *process) procUsage {
 	return u
 }
 
-// serverState is a user's default server as JupyterHub's API lists it:
-// "ready", "pending" or "" (none: never started, stopped or failed).
+// serverStates is every user's default server as JupyterHub's API lists
+// it: "ready", "pending" or "" (none: never started, stopped or failed).
 func (s *stack) serverStates(ctx context.Context) (map[string]string, error) {
 	const page = 200 // JupyterHub's api_page_max_limit
 	out := map[string]string{}
@@ -181,10 +183,9 @@ type timedMessage struct {
 }
 
 // runBurst starts every user's server at once through JupyterHub's REST
-// API, each user then following its progress stream (as the spawn page
-// of a user's browser does) when o.progress, waits until every one is
-// ready or failed, then stops them all at once and waits until every pod
-// is gone.
+// API (startAll), waits o.idle with every server running, then stops
+// them all at once (stopAll), reading the hub's and the service's usage
+// and the client's API requests between the phases.
 func runBurst(t *testing.T, h benchHub, cw *clusterWatch, ac *apiCounter, users []string, o benchOptions) sideResult {
 	ctx := t.Context()
 	s := h.s
@@ -193,8 +194,45 @@ func runBurst(t *testing.T, h benchHub, cw *clusterWatch, ac *apiCounter, users 
 	res := sideResult{side: h.side, users: len(users)}
 
 	hub0, svc0, calls0 := mustUsage(t, s.hub), mustUsage(t, h.service), ac.byKey()
+	runs := startAll(ctx, t, h, users, o)
+	hub1, svc1, calls1 := mustUsage(t, s.hub), mustUsage(t, h.service), ac.byKey()
+	res.startCalls = diffCalls(calls0, calls1)
+	res.hubCPUStart, res.svcCPUStart = hub1.cpu-hub0.cpu, svc1.cpu-svc0.cpu
+	res.hubReady, res.svcReady = hub1.rss, svc1.rss
+	summarize(t, &res, runs, users, cw)
+	if f := hubFailures(s); f != "" {
+		t.Logf("%s: JupyterHub logged failed starts:\n%s", h.side, f)
+	}
+
+	if o.idle > 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(o.idle):
+		}
+		hubIdle, svcIdle, callsIdle := mustUsage(t, s.hub), mustUsage(t, h.service), ac.byKey()
+		res.idle, res.idleCalls = o.idle, diffCalls(calls1, callsIdle)
+		res.hubCPUIdle, res.svcCPUIdle = hubIdle.cpu-hub1.cpu, svcIdle.cpu-svc1.cpu
+		hub1, svc1, calls1 = hubIdle, svcIdle, callsIdle
+	}
+
+	res.stopAll = stopAll(ctx, t, h, cw, users)
+	hub2, svc2, calls2 := mustUsage(t, s.hub), mustUsage(t, h.service), ac.byKey()
+	res.stopCalls = diffCalls(calls1, calls2)
+	res.hubCPUStop, res.svcCPUStop = hub2.cpu-hub1.cpu, svc2.cpu-svc1.cpu
+	res.hubPeak, res.svcPeak = hub2.peak, svc2.peak
+	return res
+}
+
+// startAll starts every user's server at once, each user then following
+// its progress stream (as the spawn page of a user's browser does) when
+// o.progress, and returns once every start is ready or failed and every
+// stream has ended.
+func startAll(ctx context.Context, t *testing.T, h benchHub, users []string, o benchOptions) []userRun {
+	t.Helper()
+	s := h.s
 	runs := make([]userRun, len(users))
-	var mu sync.Mutex // guards runs' ready and failed, which the poller also sets
+	var mu sync.Mutex // guards runs, which the poller reads and sets too
 	var wg sync.WaitGroup
 	begin := time.Now()
 	for i, u := range users {
@@ -206,16 +244,10 @@ func runBurst(t *testing.T, h benchHub, cw *clusterWatch, ac *apiCounter, users 
 			if err == nil && code != http.StatusCreated && code != http.StatusAccepted {
 				err = fmt.Errorf("starting %s = %d %.300s", u, code, data)
 			}
-			if err != nil {
-				mu.Lock()
-				r.startErr, r.failed = err, true
-				mu.Unlock()
-				return
-			}
 			mu.Lock()
-			r.accepted = true
+			r.startErr, r.failed, r.accepted = err, err != nil, err == nil
 			mu.Unlock()
-			if !o.progress {
+			if err != nil || !o.progress {
 				return
 			}
 			var msgs []timedMessage
@@ -236,7 +268,6 @@ func runBurst(t *testing.T, h benchHub, cw *clusterWatch, ac *apiCounter, users 
 			mu.Unlock()
 		}()
 	}
-
 	// The API says how each start stands, for the users whose stream does
 	// not (broken, or not followed); checked every second, as a hub's
 	// admin page would.
@@ -280,18 +311,22 @@ func runBurst(t *testing.T, h benchHub, cw *clusterWatch, ac *apiCounter, users 
 		case <-time.After(time.Second):
 		}
 	}
-	// Every stream has ended (ready or failed) or will soon; its messages
-	// are read below.
+	// Every stream has ended or is about to (its ready or failed event
+	// came, or the API said so). On t.Fatal above they end with ctx
+	// instead, which the testing package cancels after this returns.
 	wg.Wait()
-	hub1, svc1, calls1 := mustUsage(t, s.hub), mustUsage(t, h.service), ac.byKey()
+	return runs
+}
 
+// summarize fills res's start rows from the users' runs.
+func summarize(t *testing.T, res *sideResult, runs []userRun, users []string, cw *clusterWatch) {
 	var startTimes, lat []time.Duration
 	eventSeen := cw.eventSeen()
 	for i, r := range runs {
 		if r.failed || r.ready == 0 {
 			res.failed++
 			if r.startErr != nil {
-				t.Logf("%s: %v", h.side, r.startErr)
+				t.Logf("%s: %v", res.side, r.startErr)
 			}
 			continue
 		}
@@ -310,27 +345,17 @@ func runBurst(t *testing.T, h benchHub, cw *clusterWatch, ac *apiCounter, users 
 	}
 	res.start50, res.start99 = quantile(startTimes, 0.5), quantile(startTimes, 0.99)
 	res.progress50, res.progress99, res.progressN = quantile(lat, 0.5), quantile(lat, 0.99), len(lat)
-	res.startCalls = diffCalls(calls0, calls1)
-	res.hubCPUStart, res.svcCPUStart = hub1.cpu-hub0.cpu, svc1.cpu-svc0.cpu
-	res.hubReady, res.svcReady = hub1.rss, svc1.rss
-	if f := hubFailures(s); f != "" {
-		t.Logf("%s: JupyterHub logged failed starts:\n%s", h.side, f)
-	}
+}
 
-	if o.idle > 0 {
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(o.idle):
-		}
-		hubIdle, svcIdle, callsIdle := mustUsage(t, s.hub), mustUsage(t, h.service), ac.byKey()
-		res.idle, res.idleCalls = o.idle, diffCalls(calls1, callsIdle)
-		res.hubCPUIdle, res.svcCPUIdle = hubIdle.cpu-hub1.cpu, svcIdle.cpu-svc1.cpu
-		hub1, svc1, calls1 = hubIdle, svcIdle, callsIdle
-	}
-
-	// Stop them all at once.
-	begin = time.Now()
+// stopAll stops every user's server at once and returns the time from
+// the first stop request until every pod was gone. It returns once
+// JupyterHub lists no server: the hub is torn down after, with nothing
+// left for cleanup_servers to decide.
+func stopAll(ctx context.Context, t *testing.T, h benchHub, cw *clusterWatch, users []string) time.Duration {
+	t.Helper()
+	s := h.s
+	var wg sync.WaitGroup
+	begin := time.Now()
 	for _, u := range users {
 		wg.Add(1)
 		go func() {
@@ -348,33 +373,24 @@ func runBurst(t *testing.T, h benchHub, cw *clusterWatch, ac *apiCounter, users 
 	if err != nil {
 		t.Fatalf("%s: %v", h.side, err)
 	}
-	res.stopAll = gone.Sub(begin)
 	wg.Wait()
-	hub2, svc2, calls2 := mustUsage(t, s.hub), mustUsage(t, h.service), ac.byKey()
-	res.stopCalls = diffCalls(calls1, calls2)
-	res.hubCPUStop, res.svcCPUStop = hub2.cpu-hub1.cpu, svc2.cpu-svc1.cpu
-	res.hubPeak, res.svcPeak = hub2.peak, svc2.peak
-
-	// The next side needs a hub that has finished its stops; this one is
-	// torn down after.
-	var left int
-	for range 120 {
+	testutil.EventuallyEvery(t, time.Second, 2*time.Minute, h.side+": JupyterHub lists no server after the stops", func() error {
 		states, err := s.serverStates(ctx)
-		left = 0
+		if err != nil {
+			return err
+		}
+		left := 0
 		for _, st := range states {
 			if st != "" {
 				left++
 			}
 		}
-		if err == nil && left == 0 {
-			break
+		if left > 0 {
+			return fmt.Errorf("JupyterHub still lists %d servers", left)
 		}
-		time.Sleep(time.Second)
-	}
-	if left > 0 {
-		t.Errorf("%s: JupyterHub still lists %d servers 2 minutes after every pod was gone", h.side, left)
-	}
-	return res
+		return nil
+	})
+	return gone.Sub(begin)
 }
 
 func later(a, b time.Time) time.Time {

@@ -46,6 +46,10 @@ type benchOptions struct {
 	// before the stops (SPAWNKIT_HUB_BENCH_IDLE, seconds, default 60; 0
 	// leaves it out).
 	idle time.Duration
+	// serviceArgs are more flags for the spawnkit-service
+	// (SPAWNKIT_HUB_BENCH_SERVICE_ARGS, split at spaces; default none: its
+	// defaults, as an operator who sets nothing has them).
+	serviceArgs []string
 	// kubeSpawnerPython is the python of a venv with KubeSpawner 7.1
 	// (SPAWNKIT_KUBESPAWNER_PYTHON; internal/tools/kubespawner.sh makes
 	// it and prints it).
@@ -85,6 +89,7 @@ func benchOptionsFromEnv(t *testing.T) benchOptions {
 	if !slices.Contains([]string{"spawnkit-first", "kubespawner-first", "alternate"}, o.order) {
 		t.Fatalf("SPAWNKIT_HUB_BENCH_ORDER=%q: want spawnkit-first, kubespawner-first or alternate", o.order)
 	}
+	o.serviceArgs = strings.Fields(os.Getenv("SPAWNKIT_HUB_BENCH_SERVICE_ARGS"))
 	if v := os.Getenv("SPAWNKIT_HUB_BENCH_PROGRESS"); v != "" {
 		o.progress = v != "0"
 	}
@@ -181,7 +186,8 @@ func startSpawnkitHub(t *testing.T, tl tools, c *testcluster.Cluster, ac *apiCou
 	config := filepath.Join(t.TempDir(), "spawner-service.yaml")
 	writeFile(t, config, fmt.Sprintf("namespace: %s\nimage: %s\nport: 8888\nstart_timeout: %d\n",
 		namespace, benchImage, int(o.startTimeout/time.Second)))
-	s := newStack(t, tl, c, stackOptions{hubConfig: o.hubSettings(), serviceConfig: config, kubeconfig: ac.kubeconfig})
+	s := newStack(t, tl, c, stackOptions{
+		hubConfig: o.hubSettings(), serviceConfig: config, kubeconfig: ac.kubeconfig, serviceArgs: o.serviceArgs})
 	return benchHub{side: "spawnkit", s: s, service: s.service}
 }
 
