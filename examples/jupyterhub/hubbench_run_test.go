@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -221,8 +222,51 @@ func runBurst(t *testing.T, h benchHub, cw *clusterWatch, ac *apiCounter, users 
 	res.stopCalls = diffCalls(calls1, calls2)
 	res.hubCPUStop, res.svcCPUStop = hub2.cpu-hub1.cpu, svc2.cpu-svc1.cpu
 	res.hubPeak, res.svcPeak = hub2.peak, svc2.peak
+	t.Logf("%s: JupyterHub's warnings and errors:\n%s", h.side, hubComplaints(s.logPath("jupyterhub")))
 	return res
 }
+
+// hubComplaints counts the warning and error lines of a JupyterHub log by
+// what they say (time stamps, users and numbers masked), at most 15 kinds.
+func hubComplaints(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	counts := map[string]int{}
+	var kinds []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "[W ") && !strings.HasPrefix(line, "[E ") && !strings.HasPrefix(line, "[C ") {
+			continue
+		}
+		// "[W 2006-01-02 15:04:05.000 JupyterHub file:line] message"
+		_, msg, _ := strings.Cut(line, "] ")
+		kind := line[:2] + "] " + complaintMask.ReplaceAllString(msg, "N")
+		if len(kind) > 160 {
+			kind = kind[:160]
+		}
+		if counts[kind] == 0 {
+			kinds = append(kinds, kind)
+		}
+		counts[kind]++
+	}
+	if len(kinds) == 0 {
+		return "none"
+	}
+	var b strings.Builder
+	for i, k := range kinds {
+		if i == 15 {
+			fmt.Fprintf(&b, "... %d kinds more\n", len(kinds)-i)
+			break
+		}
+		fmt.Fprintf(&b, "%6d× %s\n", counts[k], k)
+	}
+	return b.String()
+}
+
+// complaintMask matches what differs between lines of one kind: users,
+// pods, addresses, numbers.
+var complaintMask = regexp.MustCompile(`bench-\d+|jupyter-bench-\d+|[0-9][0-9a-f.:/-]*`)
 
 // startAll starts every user's server at once, each user then following
 // its progress stream (as the spawn page of a user's browser does) when
