@@ -253,8 +253,9 @@ c.JupyterHub.allow_named_servers = True
 	ctx := t.Context()
 	s.startProxy(ctx, t)
 	s.startHub(ctx, t)
-	if !logContains(s.logPath("jupyterhub"), "Using Spawner: kubespawner.spawner.KubeSpawner") {
-		t.Fatalf("JupyterHub does not say it uses KubeSpawner:\n%s", logTail(s.logPath("jupyterhub"), 40))
+	// The version internal/tools/kubespawner.sh pins.
+	if !logContains(s.logPath("jupyterhub"), "Using Spawner: kubespawner.spawner.KubeSpawner-7.1.0") {
+		t.Fatalf("JupyterHub does not say it uses KubeSpawner 7.1.0:\n%s", logTail(s.logPath("jupyterhub"), 40))
 	}
 	return benchHub{side: "KubeSpawner", s: s}
 }
