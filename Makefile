@@ -4,7 +4,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: shape all prereqs testbin jaeger test test-oldest test-matrix vet fmt-check quickstart cluster bench bench-report image
+.PHONY: shape all prereqs testbin jaeger test test-oldest test-matrix vet fmt-check quickstart cluster bench bench-report bench-hub image
 
 all: test
 
@@ -43,8 +43,11 @@ test:
 	echo "go test -race ./... (binaries in $$testbin, jaeger $$jaeger)"; \
 	CI=true SPAWNKIT_TESTBIN=$$testbin SPAWNKIT_JAEGER=$$jaeger $(GO) test -race -count=1 -timeout 20m ./...
 
+# The hub bench (make bench-hub) is behind a build tag: vetted too, so
+# that it keeps building.
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags hubbench ./examples/jupyterhub
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -89,6 +92,29 @@ bench-report:
 	@testbin=$$(internal/tools/build.sh); \
 	jaeger=$$(internal/tools/jaeger.sh); \
 	SPAWNKIT_TESTBIN=$$testbin SPAWNKIT_JAEGER=$$jaeger $(GO) run ./internal/benchreport -tracing -json bench-report.json
+
+# The same burst of users through a real JupyterHub (Debian's 3.0), once
+# with spawnkit and once with the real KubeSpawner 7.1, on one simulated
+# cluster, back to back: prints a table side by side per repeat and the
+# medians (docs/performance.md, "Through JupyterHub against KubeSpawner").
+# KubeSpawner is installed offline from pinned commits of local git
+# clones into a venv under spawnkit's cache (internal/tools/kubespawner.sh
+# says how and which). USERS (1000), ORDER (alternate, spawnkit-first or
+# kubespawner-first) and REPEATS (2) choose the runs; SERVICE_ARGS adds
+# flags to the spawnkit-service (e.g. -kube-api-qps 500). Behind the
+# hubbench build tag: `make test` never builds it.
+USERS ?= 1000
+ORDER ?= alternate
+REPEATS ?= 2
+SERVICE_ARGS ?=
+bench-hub:
+	@internal/tools/prereqs.sh
+	@testbin=$$(internal/tools/build.sh); \
+	ks=$$(internal/tools/kubespawner.sh); \
+	CI=true SPAWNKIT_TESTBIN=$$testbin SPAWNKIT_KUBESPAWNER_PYTHON=$$ks \
+	SPAWNKIT_HUB_BENCH_USERS=$(USERS) SPAWNKIT_HUB_BENCH_ORDER=$(ORDER) SPAWNKIT_HUB_BENCH_REPEATS=$(REPEATS) \
+	SPAWNKIT_HUB_BENCH_SERVICE_ARGS="$(SERVICE_ARGS)" \
+	$(GO) test -tags hubbench -count=1 -run '^TestHubBench$$' -v -timeout 180m ./examples/jupyterhub
 
 # The service's OCI image, with no container runtime and no registry: only
 # the Go module proxy (internal/imagebuild says what is in it). Writes

@@ -68,6 +68,10 @@ type stackOptions struct {
 	// serviceConfig is the service's -config (default:
 	// testdata/spawner-service.yaml); clusters its -clusters file, if any.
 	serviceConfig, clusters string
+	// kubeconfig is the service's -kubeconfig (default: the cluster's);
+	// serviceArgs are more flags for it.
+	kubeconfig  string
+	serviceArgs []string
 	// hubPolicy is the service's -hub-policy file, if any.
 	hubPolicy string
 	// tls, when set, serves the service's API over TLS with its
@@ -159,8 +163,12 @@ func (s *stack) startService(ctx context.Context, t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	kubeconfig := s.opts.kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = s.cluster.Kubeconfig
+	}
 	args := []string{
-		"-kubeconfig", s.cluster.Kubeconfig,
+		"-kubeconfig", kubeconfig,
 		"-config", config,
 		"-listen", fmt.Sprintf("127.0.0.1:%d", s.servicePort),
 		"-token-file", filepath.Join(s.dir, "service-token"),
@@ -178,6 +186,7 @@ func (s *stack) startService(ctx context.Context, t *testing.T) {
 	if s.opts.adoptKubeSpawner {
 		args = append(args, "-adopt-kubespawner")
 	}
+	args = append(args, s.opts.serviceArgs...)
 	p, err := startProcess("spawner-service", s.dir, s.logPath("spawner-service"), s.opts.serviceEnv, s.serviceBin, args...)
 	if err != nil {
 		t.Fatal(err)
