@@ -77,9 +77,9 @@
 //     the same servers; its CPU and API requests idle; restart to ready
 //     against a raw informer sync; and its CPU and the polls' latency
 //     under a hub's polling (every server every 30 s) for
-//     -service-window (5 minutes). Not in make bench-report's default
-//     run at 10,000 (about 40 minutes a repeat); -quick: 300 servers,
-//     30 s windows.
+//     -service-window (5 minutes). At 10,000 servers a repeat takes
+//     about 40 minutes (two bursts, three windows and two settles);
+//     -quick: 300 servers, 30 s windows.
 //
 // Each start and manager run also yields, for both sides: API requests per
 // spawn by verb and resource (a counting RoundTripper wrapped around the
@@ -276,7 +276,7 @@ func main() {
 	flags.DurationVar(&svc.Settle, "service-settle", 5*time.Minute, "how long the service settles after its burst, and after its restart, before its steady RSS is read (-quick: 30s)")
 	flags.DurationVar(&svc.Window, "service-window", 5*time.Minute, "length of the service's idle window and of its polling window (-quick: 30s)")
 	flags.Float64Var(&svc.PollRate, "service-poll-rate", 0, "polls per second of the polling window (0: every server every 30 s)")
-	flags.StringVar(&svc.Profile, "service-heap-profile", "", "diagnostic: build the service with a pprof endpoint and write, to files starting with this path, its heap profiles once the burst has settled and once the restart has, and its CPU profile of the polling window")
+	flags.StringVar(&svc.Profile, "service-profile", "", "diagnostic: build the service with a pprof endpoint and write, to files starting with this path, its heap profiles once the burst has settled and once the restart has, and its CPU profile of the polling window")
 	child := flags.String("child", "", "internal: run one side of a spawn run, described by this JSON")
 	orphanChild := flags.Bool("orphan-child", false, "internal: measure the orphan rows in this process (with -repeats and -quick) and write them as JSON")
 	_ = flags.Parse(os.Args[1:])
