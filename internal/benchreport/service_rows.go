@@ -109,12 +109,14 @@ func measureCreation(ctx context.Context, env *Env, p *svcProc, n, inFlight int,
 	return res, nil
 }
 
-// creationLimit names what bounded a burst. Starts beyond the Manager's
-// ConcurrentSpawnLimit wait in its queue (slot_wait), so by Little's law
-// the rate is the slots over the time a start holds one: whatever takes
-// most of that time is the limit. The time splits into the client-side
-// limiter, the API server (both creates), the scheduler and kwok's
-// simulated kubelet (container start and readiness).
+// creationLimit names what bounded a burst. A rate within 20% of the
+// client-side limit's ceiling is that limit's. Otherwise: starts beyond
+// the Manager's ConcurrentSpawnLimit wait in its queue (slot_wait), so by
+// Little's law the rate is the slots over the time a start holds one,
+// and whatever takes most of that time is the limit. The time splits
+// into the client side (the limiter, the client's work, the network),
+// the API server (both creates), the scheduler and kwok's simulated
+// kubelet (container start and readiness).
 func creationLimit(r creationResult) string {
 	shares := []struct {
 		name string
@@ -140,7 +142,11 @@ func creationLimit(r creationResult) string {
 	for _, s := range shares {
 		parts = append(parts, fmt.Sprintf("%s %.0f%%", s.name, 100*s.ms/total))
 	}
-	return fmt.Sprintf("%s (of a start slot's time: %s; queued for a slot %.0f ms)", shares[best].name, strings.Join(parts, ", "), r.Phases["slot_wait"])
+	limit := shares[best].name
+	if r.Ceiling > 0 && r.StartsPerSec >= 0.8*r.Ceiling {
+		limit = fmt.Sprintf("client-side limiter (%.0f%% of its ceiling of %.1f starts/s)", 100*r.StartsPerSec/r.Ceiling, r.Ceiling)
+	}
+	return fmt.Sprintf("%s (of a start slot's time: %s; queued for a slot %.0f ms)", limit, strings.Join(parts, ", "), r.Phases["slot_wait"])
 }
 
 func phaseLine(p map[string]float64) string {
