@@ -284,11 +284,21 @@ func profilePath(run *svcRun, what string) string {
 	return fmt.Sprintf("%s-r%d-%s.pprof", run.o.Profile, run.repeat+1, what)
 }
 
+// saveProfile writes the service's heap profile, then (a diagnostic
+// beside it) says what its RSS is once debug.FreeOSMemory has returned
+// every free page: the RSS above that is the runtime's to give back.
 func saveProfile(ctx context.Context, p *svcProc, run *svcRun, when string) error {
 	path := profilePath(run, when)
 	if path == "" {
 		return nil
 	}
+	defer func() {
+		if err := p.freeOSMemory(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "service: FreeOSMemory:", err)
+			return
+		}
+		fmt.Fprintf(os.Stderr, "service: %s, after debug.FreeOSMemory: %v\n", when, memstats(ctx, p))
+	}()
 	if err := p.profile(ctx, "heap?gc=1", path); err != nil {
 		return fmt.Errorf("the service's heap profile %s: %w", when, err)
 	}

@@ -42,11 +42,13 @@ import (
 	_ "net/http/pprof"
 	"os"
 	"runtime"
+	"runtime/debug"
 )
 
 func init() {
 	if addr := os.Getenv("BENCHREPORT_PPROF"); addr != "" {
 		runtime.MemProfileRate = 4096
+		http.HandleFunc("/debug/freeosmemory", func(http.ResponseWriter, *http.Request) { debug.FreeOSMemory() })
 		go func() { _ = http.ListenAndServe(addr, nil) }()
 	}
 }
@@ -275,6 +277,22 @@ func (p *svcProc) metrics(ctx context.Context) (metricSet, error) {
 	}
 	defer resp.Body.Close()
 	return parseMetrics(resp.Body)
+}
+
+// freeOSMemory makes the service collect its garbage and return every
+// free page to the OS (debug.FreeOSMemory, the pprof overlay's): what
+// RSS is left then is what the runtime cannot give back.
+func (p *svcProc) freeOSMemory(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.pprof+"/debug/freeosmemory", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
 }
 
 // profile saves the service's /debug/pprof/<what> (the pprof overlay's)
