@@ -66,6 +66,20 @@
 //   - watches (watches.go): WATCH requests opened for 200 users in
 //     user-namespace mode, spawnkit's Manager against per-namespace raw
 //     informers.
+//   - service (service.go): one cmd/spawnkit-service process, built
+//     with go build and run as a child against the cluster, with
+//     -service-servers servers (10,000) started through its API as a hub
+//     starts them (-service-in-flight at once, 1,000): the creation rate
+//     with the default client limit and without one, and where a start's
+//     time went (the Manager's phase metrics, the API server's request
+//     latencies); its RSS right after the burst and after
+//     -service-settle (5 minutes) against the same after a restart on
+//     the same servers; its CPU and API requests idle; restart to ready
+//     against a raw informer sync; and its CPU and the polls' latency
+//     under a hub's polling (every server every 30 s) for
+//     -service-window (5 minutes). At 10,000 servers a repeat takes
+//     about 40 minutes (two bursts, three windows and two settles);
+//     -quick: 300 servers, 30 s windows.
 //
 // Each start and manager run also yields, for both sides: API requests per
 // spawn by verb and resource (a counting RoundTripper wrapped around the
@@ -190,6 +204,7 @@ var producers = []group{
 	{"recovery", measureRecovery},
 	{"orphan", measureOrphanDiff},
 	{"watches", measureWatches},
+	{"service", measureService},
 }
 
 type group struct {
@@ -239,6 +254,8 @@ type Env struct {
 	// with tracing on, exporting to Jaeger (started by run).
 	Tracing bool
 	Jaeger  *testutil.Jaeger
+	// Service shapes the service rows.
+	Service ServiceOptions
 }
 
 func main() {
@@ -258,6 +275,14 @@ func main() {
 	noEvents := flags.Bool("no-events", false, "diagnostic: spawnkit runs without events (events_enabled false), and the raw side of the manager rows without its event informer")
 	rawEvents := flags.Bool("raw-events", false, "diagnostic: the raw side of the start rows watches pod events too")
 	tracing := flags.Bool("tracing", false, "add to the start and manager rows a run of spawnkit with tracing on, exporting over OTLP gRPC to a Jaeger this program starts (make bench-report passes it; $SPAWNKIT_JAEGER or make jaeger's binary)")
+	var svc ServiceOptions
+	flags.IntVar(&svc.Servers, "service-servers", 10_000, "servers the service rows start through one spawnkit-service (-quick: 300)")
+	flags.IntVar(&svc.InFlight, "service-in-flight", 1000, "starts the service rows' hub keeps in flight during the burst")
+	flags.DurationVar(&svc.Settle, "service-settle", 5*time.Minute, "how long the service settles after its burst, and after its restart, before its steady RSS is read (-quick: 30s)")
+	flags.DurationVar(&svc.Window, "service-window", 5*time.Minute, "length of the service's idle window and of its polling window (-quick: 30s)")
+	flags.Float64Var(&svc.PollRate, "service-poll-rate", 0, "polls per second of the polling window (0: every server every 30 s)")
+	flags.IntVar(&svc.Repeats, "service-repeats", 3, "repeats of the service rows, instead of -repeats: one takes about 40 minutes at 10,000 servers (-quick: 1)")
+	flags.StringVar(&svc.Profile, "service-profile", "", "diagnostic: build the service with a pprof endpoint and write, to files starting with this path, its heap profiles once the burst has settled and once the restart has, and its CPU profile of the polling window (the build samples every 4 KiB allocated, and profiling costs CPU: the CPU rows are then not a report's)")
 	child := flags.String("child", "", "internal: run one side of a spawn run, described by this JSON")
 	orphanChild := flags.Bool("orphan-child", false, "internal: measure the orphan rows in this process (with -repeats and -quick) and write them as JSON")
 	_ = flags.Parse(os.Args[1:])
@@ -293,8 +318,20 @@ func main() {
 	if *quick && !set["busy-b"] {
 		*busyB = 5
 	}
+	if *quick && !set["service-servers"] {
+		svc.Servers = 300
+	}
+	if *quick && !set["service-repeats"] {
+		svc.Repeats = 1
+	}
+	if *quick && !set["service-settle"] {
+		svc.Settle = 30 * time.Second
+	}
+	if *quick && !set["service-window"] {
+		svc.Window = 30 * time.Second
+	}
 	env := &Env{PollPods: *pollPods, Quick: *quick, SpawnLimit: *spawnLimit, ClientQPS: *clientQPS, BusyB: *busyB, CPUProfile: *cpuProfile, MemProfile: *memProfile,
-		RawPlannedPod: !*rawMinimal, NoEvents: *noEvents, RawEvents: *rawEvents, Tracing: *tracing}
+		RawPlannedPod: !*rawMinimal, NoEvents: *noEvents, RawEvents: *rawEvents, Tracing: *tracing, Service: svc}
 	groups, err := parseConfig(env, *sizes, *only, *repeats)
 	if err == nil {
 		env.Self, err = os.Executable()
@@ -326,6 +363,10 @@ func parseConfig(env *Env, sizes, only string, repeats int) ([]string, error) {
 	}
 	if env.BusyB < 1 {
 		return nil, fmt.Errorf("-busy-b must be at least 1 (got %d)", env.BusyB)
+	}
+	if s := env.Service; s.Servers < 1 || s.InFlight < 1 || s.Settle < 0 || s.Window <= 0 || s.PollRate < 0 {
+		return nil, fmt.Errorf("-service-servers %d, -service-in-flight %d, -service-settle %v, -service-window %v, -service-poll-rate %g: want positive numbers (a settle of 0 is allowed)",
+			s.Servers, s.InFlight, s.Settle, s.Window, s.PollRate)
 	}
 	for f := range strings.SplitSeq(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
