@@ -75,6 +75,9 @@ func run(ctx context.Context, kubeconfig, namespace, image string) error {
 	if err != nil {
 		return err
 	}
+	// Closed after the Spawners (deferred first): an event informer
+	// outlives its last start by two minutes unless its Registry closes.
+	defer registry.Close()
 
 	config := kubespawner.Config{
 		Namespace: namespace,
