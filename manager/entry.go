@@ -40,6 +40,11 @@ type entry struct {
 	stream  *spawner.Stream // the current (or last) operation's progress
 	op      *operation
 	changed time.Time // when the phase last changed, for retention
+	// opEnded is when the last operation ended (clearOpLocked), from
+	// which resync times the drop of its stream: an operation may end
+	// without changing the phase (a start or resume detached when the
+	// term ends leaves the server starting), so changed cannot time it.
+	opEnded time.Time
 	// forgotten is set when the entry leaves the Manager; a caller that
 	// still holds it looks the server up again.
 	forgotten bool
@@ -203,6 +208,15 @@ func (m *Manager) beginOpLocked(parent context.Context, e *entry, kind opKind) (
 	m.ops[op] = struct{}{}
 	m.opsDone.Add(1)
 	return op, ctx
+}
+
+// clearOpLocked (e.mu held) records that op has ended on e, unless a
+// later operation has replaced it: every operation ends here.
+func (m *Manager) clearOpLocked(e *entry, op *operation) {
+	if e.op == op {
+		e.op = nil
+		e.opEnded = m.opts.Clock.Now()
+	}
 }
 
 // endOp unregisters op once it has ended (e.mu not held).

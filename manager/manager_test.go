@@ -996,3 +996,43 @@ func TestManagerDropsFinishedProgress(t *testing.T) {
 		t.Error("the stop that just ended has no progress")
 	}
 }
+
+// TestManagerKeepsProgressFromOpEnd: the stream of a finished operation
+// is kept for streamKept from the operation's end, not from the phase's
+// last change. An operation can end without changing the phase (a start
+// or resume detached at the end of a term leaves the server starting);
+// here the phase change is moved an hour back instead, the stream must
+// survive resyncs, and once the end is streamKept back it is dropped.
+func TestManagerKeepsProgressFromOpEnd(t *testing.T) {
+	ns := newNamespace(t)
+	m, _ := runManager(t, Options{Config: baseConfig(ns), ResyncInterval: 100 * time.Millisecond})
+	ctx := ctxTimeout(t, 60*time.Second)
+	s := naming.Server{Username: "progress-op-end"}
+	if _, _, err := m.Spawn(ctx, s, SpawnOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, m, s, "running", phaseIs(PhaseRunning))
+	e := m.lookup(s)
+	backdate := func(field *time.Time, by time.Duration) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.op != nil {
+			t.Fatal("the start's operation is still registered once the server runs")
+		}
+		*field = field.Add(-by)
+	}
+	resyncs := func(n int64) {
+		t.Helper()
+		from := m.resyncs.Load()
+		testutil.Eventually(t, 10*time.Second, "resyncs", testutil.True(func() bool { return m.resyncs.Load() >= from+n }))
+	}
+	backdate(&e.changed, time.Hour)
+	resyncs(3)
+	if evs := progressSoFar(t, m, s); len(evs) == 0 {
+		t.Fatalf("the progress of a start that ended under %s ago was dropped: the phase's change, an hour back, timed it", m.streamKept)
+	}
+	backdate(&e.opEnded, m.streamKept)
+	testutil.Eventually(t, 10*time.Second, "the progress dropped streamKept after the start ended", testutil.True(func() bool {
+		return len(progressSoFar(t, m, s)) == 0
+	}))
+}

@@ -105,7 +105,7 @@ func (m *Manager) resync(ctx context.Context) {
 		e.mu.Lock()
 		idle := e.op == nil && (e.status.Phase == PhaseStopped || e.status.Phase == PhaseFailed)
 		old := now.Sub(e.changed) >= m.opts.Retention
-		if e.op == nil && e.stream != nil && now.Sub(e.changed) >= m.streamKept {
+		if e.op == nil && e.stream != nil && now.Sub(e.opEnded) >= m.streamKept {
 			e.stream = nil
 		}
 		e.mu.Unlock()

@@ -339,9 +339,7 @@ func (m *Manager) runStart(ctx context.Context, e *entry, job startJob) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.op == op {
-		e.op = nil
-	}
+	m.clearOpLocked(e, op)
 	if err == nil && e.status.Phase == PhaseStopping {
 		// The start succeeded just as Stop cancelled it: Stop owns the
 		// phase and is deleting the pod; stopping never goes back to

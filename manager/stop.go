@@ -86,9 +86,7 @@ func (m *Manager) Stop(ctx context.Context, s naming.Server, opts spawner.StopOp
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.op == op {
-		e.op = nil
-	}
+	m.clearOpLocked(e, op)
 	if err != nil {
 		e.status.Reason, e.status.Message = ReasonStopFailed, err.Error()
 		m.setPhaseLocked(e, PhaseFailed)
@@ -178,9 +176,7 @@ func (m *Manager) DeleteForever(ctx context.Context, s naming.Server) error {
 		m.forget(e, true) // before the operation ends: nothing can start on e
 	}
 	e.mu.Lock()
-	if e.op == op {
-		e.op = nil
-	}
+	m.clearOpLocked(e, op)
 	e.mu.Unlock()
 	return err
 }
