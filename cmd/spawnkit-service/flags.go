@@ -39,6 +39,7 @@ type flags struct {
 	reloadInterval      time.Duration
 	kubeQPS             float64
 	kubeBurst           int
+	spawnLimit          int
 	verbosity           int
 	check, version      bool
 }
@@ -68,6 +69,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (fl
 	fs.DurationVar(&f.reloadInterval, "reload-interval", 2*time.Second, "how often the token and certificate files are checked for changes")
 	fs.Float64Var(&f.kubeQPS, "kube-api-qps", -1, "client-side cap on API server requests per second, or -1 for none: the API server's priority and fairness protects it, as SIG API Machinery advises (a cap of 50 made a burst of 1,000 starts wait 40 s in the client)")
 	fs.IntVar(&f.kubeBurst, "kube-api-burst", 100, "burst of a positive -kube-api-qps")
+	fs.IntVar(&f.spawnLimit, "concurrent-spawn-limit", 100, "starts in flight at once in each cluster, or -1 for no bound; more wait in order, their place in their progress (manager.Options.ConcurrentSpawnLimit): for a class starting at once, raise it with JupyterHub's concurrent_spawn_limit (docs/z2jh.md)")
 	fs.IntVar(&f.verbosity, "v", 0, fmt.Sprintf("log verbosity, 0 to %d: 0 logs each request, reload and failure; 1 adds details (the HTTP bounds, each API server's version), 2 to %d client-go's (informers, retries, the Lease); no level logs a token", maxVerbosity, maxVerbosity))
 	fs.BoolVar(&f.check, "check", false, "check the flags, the token, the configuration and the certificate, then exit without contacting the cluster")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
@@ -128,6 +130,9 @@ func (f flags) validate() error {
 	if err := checkClientLimit(f.kubeQPS, f.kubeBurst); err != nil {
 		errs = append(errs, fmt.Errorf("-kube-api-qps %g and -kube-api-burst %d: %w", f.kubeQPS, f.kubeBurst, err))
 	}
+	if err := checkSpawnLimit(f.spawnLimit); err != nil {
+		errs = append(errs, fmt.Errorf("-concurrent-spawn-limit %d: %w", f.spawnLimit, err))
+	}
 	if f.verbosity < 0 || f.verbosity > maxVerbosity {
 		errs = append(errs, fmt.Errorf("-v %d: want 0 to %d (from 8, client-go logs the bodies of its API requests and answers, and with them the Secrets that hold the hub's tokens)", f.verbosity, maxVerbosity))
 	}
@@ -149,6 +154,20 @@ func checkClientLimit(qps float64, burst int) error {
 		return errors.New("a cap needs a positive burst")
 	}
 	return nil
+}
+
+// checkSpawnLimit accepts a bound on the Manager's starts in flight: a
+// positive number, or -1 for none. 0 is refused rather than passed on,
+// where the Manager would read it as its default of 100, and so is any
+// other negative number, a typo more likely than a choice.
+func checkSpawnLimit(n int) error {
+	switch {
+	case n == -1 || n > 0:
+		return nil
+	case n == 0:
+		return errors.New("want a positive bound, or -1 for none (0 would be the Manager's default of 100, not \"no bound\")")
+	}
+	return errors.New("want a positive bound, or -1 for none")
 }
 
 // setClientLimit puts a limit checkClientLimit accepted on cfg: QPS -1

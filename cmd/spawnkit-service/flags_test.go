@@ -79,7 +79,7 @@ func TestHelpShowsOnlyOwnFlags(t *testing.T) {
 		"-kubeconfig", "-config", "-hub-policy", "-listen", "-probe-listen", "-token-file", "-tls-cert-file", "-tls-key-file",
 		"-leader-elect", "-adopt-kubespawner", "-leader-elect-namespace", "-leader-elect-name", "-leader-elect-identity",
 		"-leader-elect-lease-duration", "-leader-elect-renew-deadline", "-leader-elect-retry-period",
-		"-reload-interval", "-kube-api-qps", "-kube-api-burst", "-clusters", "-trace-hash-names", "-v", "-check", "-version",
+		"-reload-interval", "-kube-api-qps", "-kube-api-burst", "-concurrent-spawn-limit", "-clusters", "-trace-hash-names", "-v", "-check", "-version",
 	}
 	// flag.PrintDefaults starts each flag's entry with "  -name" and
 	// its type, if any, after a space.

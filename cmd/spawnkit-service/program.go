@@ -170,7 +170,7 @@ func restConfig(f flags) (*rest.Config, error) {
 // newManager makes the Manager the flags describe over cs (newClusters).
 func (p *program) newManager(cs []kubeCluster, reg prometheus.Registerer, tp trace.TracerProvider) (*manager.Manager, error) {
 	opts := manager.Options{Config: p.cfg, Registerer: reg, Clusters: p.managerClusters(cs), AdoptKubeSpawner: p.f.adoptKubeSpawner,
-		TracerProvider: tp, HashNames: p.f.traceHashNames}
+		TracerProvider: tp, HashNames: p.f.traceHashNames, ConcurrentSpawnLimit: p.f.spawnLimit}
 	if opts.Clusters == nil {
 		opts.Client, opts.Registry = cs[0].client, cs[0].registry
 	}
