@@ -42,6 +42,9 @@ type sideResult struct {
 	// without a ready or failed event.
 	progress50, progress99   time.Duration
 	progressN, brokenStreams int
+	// causes is why each failed start failed, as the hub saw it, in
+	// the users' order.
+	causes []failedStart
 	// stopAll is from the first stop request until every pod was gone;
 	// podsLeft, when not 0, is how many pods were still there after
 	// stopAllBound (stopAll is not a time then: the side did not stop).
@@ -173,11 +176,17 @@ func warmUp(ctx context.Context, t *testing.T, h benchHub, cw *clusterWatch) {
 type userRun struct {
 	// ready and failed are set once known, from the progress stream or
 	// the API, whichever says so first.
-	ready     time.Duration
-	failed    bool
-	accepted  bool // JupyterHub answered the start request
-	startErr  error
-	streamErr error
+	ready    time.Duration
+	failed   bool
+	accepted bool // JupyterHub answered the start request
+	// postStatus and postBody are the answer to the start request (0
+	// when none came); startErr is set when it was not 201 or 202.
+	postStatus int
+	postBody   string
+	startErr   error
+	streamErr  error
+	// failedMsg is the message of the progress stream's failed event.
+	failedMsg string
 	// messages are the progress messages with when they arrived.
 	messages []timedMessage
 }
@@ -205,6 +214,7 @@ func runBurst(t *testing.T, h benchHub, cw *clusterWatch, ac *apiCounter, users 
 	res.hubCPUStart, res.svcCPUStart = hub1.cpu-hub0.cpu, svc1.cpu-svc0.cpu
 	res.hubReady, res.svcReady = hub1.rss, svc1.rss
 	summarize(t, &res, runs, users, cw)
+	res.causes = failureCauses(t, s, runs, users)
 	if f := hubFailures(s); f != "" {
 		t.Logf("%s: JupyterHub logged failed starts:\n%s", h.side, f)
 	}
@@ -293,6 +303,7 @@ func startAll(ctx context.Context, t *testing.T, h benchHub, users []string, o b
 				err = fmt.Errorf("starting %s = %d %.300s", u, code, data)
 			}
 			mu.Lock()
+			r.postStatus, r.postBody = code, string(data)
 			r.startErr, r.failed, r.accepted = err, err != nil, err == nil
 			mu.Unlock()
 			if err != nil || !o.progress {
@@ -307,7 +318,7 @@ func startAll(ctx context.Context, t *testing.T, h benchHub, users []string, o b
 					r.ready = now.Sub(begin)
 				}
 				if ev.Failed {
-					r.failed = true
+					r.failed, r.failedMsg = true, ev.Message
 				}
 				mu.Unlock()
 			})

@@ -166,6 +166,7 @@ func TestHubBench(t *testing.T) {
 		}
 		fmt.Printf("\n## Repeat %d of %d: %s first\n\n", rep+1, o.repeats, pair[0].side)
 		printTable(o, [][]sideResult{pair})
+		printCauses(fmt.Sprintf("repeat %d", rep+1), pair)
 		all = append(all, pair...)
 	}
 	if o.repeats > 1 {
@@ -175,6 +176,7 @@ func TestHubBench(t *testing.T) {
 		}
 		fmt.Printf("\n## Median of %d repeats (min to max in brackets)\n\n", o.repeats)
 		printTable(o, reps)
+		printCauses(fmt.Sprintf("all %d repeats", o.repeats), all)
 	}
 }
 
@@ -224,25 +226,12 @@ func startKubeSpawnerHub(t *testing.T, tl tools, c *testcluster.Cluster, ac *api
 			}
 		}
 	})
-	config := fmt.Sprintf(`# Written by hubbench_test.go.
-c = get_config()  # noqa
-c.JupyterHub.spawner_class = "kubespawner.KubeSpawner"
-c.KubeSpawner.namespace = %[1]q
-c.KubeSpawner.image = %[2]q
+	spawner := fmt.Sprintf(`c.JupyterHub.spawner_class = "kubespawner.KubeSpawner"
+c.KubeSpawner.namespace = %q
+c.KubeSpawner.image = %q
 c.KubeSpawner.port = 8888
-c.JupyterHub.authenticator_class = "dummy"
-c.JupyterHub.bind_url = "http://127.0.0.1:%[3]d"
-c.JupyterHub.hub_bind_url = "http://127.0.0.1:%[4]d"
-c.ConfigurableHTTPProxy.should_start = False
-c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:%[5]d"
-c.JupyterHub.db_url = "sqlite:///" + %[6]q
-c.JupyterHub.cookie_secret_file = %[7]q
-c.JupyterHub.services = [{"name": "spawnkit-test", "api_token": %[8]q}]
-c.JupyterHub.load_roles = [{"name": "admin", "services": ["spawnkit-test"]}]
-c.JupyterHub.tornado_settings = {"slow_spawn_timeout": 0}
-c.JupyterHub.allow_named_servers = True
-`, namespace, benchImage, s.proxyPort, s.hubAPI, s.proxyAPI,
-		filepath.Join(s.dir, "jupyterhub.sqlite"), filepath.Join(s.dir, "cookie_secret"), s.adminToken) + o.hubSettings()
+`, namespace, benchImage)
+	config := s.hubConfigFile("hubbench_test.go", spawner, "c.JupyterHub.allow_named_servers = True\n"+o.hubSettings())
 	writeFile(t, filepath.Join(s.dir, "jupyterhub_config.py"), config)
 	// Outside a pod load_incluster_config fails and kubernetes_asyncio
 	// reads $KUBECONFIG. Inside one (a CI runner), it would find the

@@ -289,12 +289,30 @@ func (s *stack) hubConfig(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := fmt.Sprintf(`# Written by jupyterhub_test.go.
-c = get_config()  # noqa
-load_subconfig(%[1]q)
+	spawner := fmt.Sprintf("load_subconfig(%q)\n\nc.SpawnkitSpawner.service_url = %q\n", example, s.serviceURL())
+	config := s.hubConfigFile("jupyterhub_test.go", spawner, fmt.Sprintf(`c.JupyterHub.log_level = "DEBUG"
+c.Spawner.start_timeout = %[1]d
+# The slow-boot profile's server answers once the test lets it go (after
+# the screenshot, which can take a minute on a loaded machine).
+c.Spawner.http_timeout = 180
+c.Spawner.poll_interval = 1
+state_dir = %[2]q
+`, int(hubStartTimeout/time.Second), s.dir)) + s.opts.hubConfig
+	if s.opts.httpClient == "simple" {
+		config = hidePycurl + config
+	}
+	return config
+}
 
-c.SpawnkitSpawner.service_url = %[2]q
-c.JupyterHub.authenticator_class = "dummy"
+// hubConfigFile is a jupyterhub_config.py for this stack: spawner
+// (Python that chooses and configures the spawner), then what every
+// test's hub shares, which points it at the stack's proxy, ports, state
+// directory and admin token, then settings (Python: the test's own
+// JupyterHub settings). writtenBy names the file that wrote it.
+func (s *stack) hubConfigFile(writtenBy, spawner, settings string) string {
+	return fmt.Sprintf(`# Written by %[1]s.
+c = get_config()  # noqa
+%[2]sc.JupyterHub.authenticator_class = "dummy"
 c.JupyterHub.bind_url = "http://127.0.0.1:%[3]d"
 c.JupyterHub.hub_bind_url = "http://127.0.0.1:%[4]d"
 c.ConfigurableHTTPProxy.should_start = False
@@ -305,20 +323,8 @@ c.JupyterHub.services = [{"name": "spawnkit-test", "api_token": %[8]q}]
 c.JupyterHub.load_roles = [{"name": "admin", "services": ["spawnkit-test"]}]
 # The REST API answers a start at once (202) instead of after 10 s.
 c.JupyterHub.tornado_settings = {"slow_spawn_timeout": 0}
-c.JupyterHub.log_level = "DEBUG"
-c.Spawner.start_timeout = %[9]d
-# The slow-boot profile's server answers once the test lets it go (after
-# the screenshot, which can take a minute on a loaded machine).
-c.Spawner.http_timeout = 180
-c.Spawner.poll_interval = 1
-state_dir = %[10]q
-`, example, s.serviceURL(), s.proxyPort, s.hubAPI, s.proxyAPI,
-		filepath.Join(s.dir, "jupyterhub.sqlite"), filepath.Join(s.dir, "cookie_secret"),
-		s.adminToken, int(hubStartTimeout/time.Second), s.dir) + s.opts.hubConfig
-	if s.opts.httpClient == "simple" {
-		config = hidePycurl + config
-	}
-	return config
+%[9]s`, writtenBy, spawner, s.proxyPort, s.hubAPI, s.proxyAPI,
+		filepath.Join(s.dir, "jupyterhub.sqlite"), filepath.Join(s.dir, "cookie_secret"), s.adminToken, settings)
 }
 
 // serverPath is a server's path below /users/{user} in JupyterHub's API:
