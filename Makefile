@@ -100,8 +100,9 @@ bench-report:
 # KubeSpawner is installed offline from pinned commits of local git
 # clones into a venv under spawnkit's cache (internal/tools/kubespawner.sh
 # says how and which). USERS (1000), ORDER (alternate, spawnkit-first or
-# kubespawner-first) and REPEATS (2) choose the runs; SERVICE_ARGS adds
-# flags to the spawnkit-service (e.g. -kube-api-qps 500). Behind the
+# kubespawner-first) and REPEATS (2) choose the runs; the service runs
+# with -concurrent-spawn-limit USERS, as docs/z2jh.md tells an operator,
+# and SERVICE_ARGS adds flags to it (e.g. -kube-api-qps 500). Behind the
 # hubbench build tag: `make test` never builds it.
 USERS ?= 1000
 ORDER ?= alternate

@@ -54,8 +54,15 @@ func (m *Manager) WaitLeading(ctx context.Context) error {
 func (m *Manager) waitReady(ctx context.Context) error {
 	select {
 	case <-m.ready:
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrNotRunning, context.Cause(ctx))
+	default:
+		// Only a call before Start is ready waits: ctx.Done makes a
+		// channel the first time it is called, which every poll of a
+		// running Manager would otherwise pay for.
+		select {
+		case <-m.ready:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrNotRunning, context.Cause(ctx))
+		}
 	}
 	m.mu.Lock()
 	running, ran := m.running, m.ran

@@ -21,7 +21,8 @@
 //     with Retry-After and passes nothing to the Manager.
 //   - The request log carries the query string's keys, never its values,
 //     and never the token; metric labels carry route patterns, never a
-//     user's name.
+//     user's name. A successful read (a hub's poll, a list) is logged at
+//     V(1), every change, progress stream and error at V(0).
 //
 // Probes serves /livez, /readyz and /metrics for an address of its own,
 // without the token and without user data.

@@ -3,6 +3,7 @@ package service
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -36,7 +37,7 @@ func newTestAPI(t *testing.T, keepalive time.Duration) *testAPI {
 		ta.mu.Lock()
 		defer ta.mu.Unlock()
 		ta.logs = append(ta.logs, args)
-	}, funcr.Options{})
+	}, funcr.Options{Verbosity: 1})
 	h, err := newHandler(ta.fake, handlerOptions{Token: func() string { return testToken }, Keepalive: keepalive, Log: log})
 	if err != nil {
 		t.Fatal(err)
@@ -212,18 +213,53 @@ func TestUnknownPathsAreJSON(t *testing.T) {
 	}
 }
 
+// TestRequestLogLine: one line per request with its status; a
+// successful read (a poll, a list, a health check) at V(1), a change, a
+// progress stream and every error at V(0).
 func TestRequestLogLine(t *testing.T) {
 	ta := newTestAPI(t, time.Hour)
-	ta.do(t, "GET", "/v1/healthz", "")
-	ta.do(t, "GET", "/v1/healthz", "", withHeader("Authorization", "Bearer wrong"), malformed())
-	ta.mu.Lock()
-	defer ta.mu.Unlock()
-	if len(ta.logs) != 2 || !strings.Contains(ta.logs[0], `"status"=200`) || !strings.Contains(ta.logs[1], `"status"=401`) {
-		t.Errorf("log lines %q, want one per request with its status", ta.logs)
-	}
-	for _, l := range ta.logs {
-		if strings.Contains(l, testToken) {
-			t.Errorf("the token is logged: %s", l)
+	ta.fake.set(serverID{User: "alice"}, "running")
+	ta.fake.publish(serverID{User: "alice"}, progressEvent{Progress: 100, Message: "ready", Ready: true})
+	for _, c := range []struct {
+		what, method, path, body string
+		opts                     []reqOpt
+		status, level            int
+	}{
+		{"a health check", "GET", "/v1/healthz", "", nil, 200, 1},
+		{"a refused token", "GET", "/v1/healthz", "", []reqOpt{withHeader("Authorization", "Bearer wrong"), malformed()}, 401, 0},
+		{"a poll", "GET", "/v1/users/alice/server", "", nil, 200, 1},
+		{"a list", "GET", "/v1/servers", "", nil, 200, 1},
+		{"a poll of an unknown server", "GET", "/v1/users/nobody/server", "", nil, 404, 0},
+		{"an unknown path", "GET", "/v1/nope", "", nil, 404, 0},
+		{"a progress stream", "GET", "/v1/users/alice/server/progress", "", nil, 200, 0},
+		{"a start", "POST", "/v1/users/bob/server", "{}", nil, 202, 0},
+	} {
+		ta.mu.Lock()
+		before := len(ta.logs)
+		ta.mu.Unlock()
+		if resp, data := ta.do(t, c.method, c.path, c.body, c.opts...); resp.StatusCode != c.status {
+			t.Fatalf("%s: %d %s, want %d", c.what, resp.StatusCode, data, c.status)
+		}
+		ta.mu.Lock()
+		lines := append([]string(nil), ta.logs[before:]...)
+		ta.mu.Unlock()
+		want := []string{fmt.Sprintf(`"level"=%d`, c.level), `"msg"="request"`, fmt.Sprintf(`"status"=%d`, c.status), `"method"="` + c.method + `"`}
+		found := 0
+		for _, l := range lines {
+			if strings.Contains(l, testToken) {
+				t.Errorf("%s: the token is logged: %s", c.what, l)
+			}
+			if strings.Contains(l, `"msg"="request"`) {
+				found++
+				for _, w := range want {
+					if !strings.Contains(l, w) {
+						t.Errorf("%s: request line %s lacks %s", c.what, l, w)
+					}
+				}
+			}
+		}
+		if found != 1 {
+			t.Errorf("%s: %d request lines %q, want 1", c.what, found, lines)
 		}
 	}
 }

@@ -56,7 +56,13 @@ func (m *requestMetrics) instrument(mux *http.ServeMux, next http.Handler) http.
 		}
 		next.ServeHTTP(sw, r)
 		route := "other"
-		if _, pattern := mux.Handler(r); pattern != "" {
+		// The router set r.Pattern when it served the request; only a
+		// request refused before it (a wrong token) is routed again.
+		pattern := r.Pattern
+		if pattern == "" {
+			_, pattern = mux.Handler(r)
+		}
+		if pattern != "" {
 			route = pattern
 			if _, path, ok := cutMethod(pattern); ok {
 				route = path

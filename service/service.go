@@ -37,7 +37,9 @@ type Options struct {
 	// Keepalive is how often a progress stream sends a comment so that
 	// proxies keep an idle stream open. Default: 15 s.
 	Keepalive time.Duration
-	// Log receives one line per request (the query string without its
+	// Log receives one line per request, a successful read (GET or HEAD
+	// answered below 400, a progress stream aside: a hub's polls) at V(1)
+	// and every other at V(0) (the query string without its
 	// values, so that a token sent there is never logged) and every
 	// failure that is the service's own (500). Default: discard.
 	Log logr.Logger

@@ -70,7 +70,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (fl
 	fs.Float64Var(&f.kubeQPS, "kube-api-qps", -1, "client-side cap on API server requests per second, or -1 for none: the API server's priority and fairness protects it, as SIG API Machinery advises (a cap of 50 made a burst of 1,000 starts wait 40 s in the client)")
 	fs.IntVar(&f.kubeBurst, "kube-api-burst", 100, "burst of a positive -kube-api-qps")
 	fs.IntVar(&f.spawnLimit, "concurrent-spawn-limit", 100, "starts in flight at once in each cluster, or -1 for no bound; more wait in order, their place in their progress (manager.Options.ConcurrentSpawnLimit): for a class starting at once, raise it with JupyterHub's concurrent_spawn_limit (docs/z2jh.md)")
-	fs.IntVar(&f.verbosity, "v", 0, fmt.Sprintf("log verbosity, 0 to %d: 0 logs each request, reload and failure; 1 adds details (the HTTP bounds, each API server's version), 2 to %d client-go's (informers, retries, the Lease); no level logs a token", maxVerbosity, maxVerbosity))
+	fs.IntVar(&f.verbosity, "v", 0, fmt.Sprintf("log verbosity, 0 to %d: 0 logs each request but a successful read, each reload and failure; 1 adds successful reads (a hub's polls) and details (the HTTP bounds, each API server's version), 2 to %d client-go's (informers, retries, the Lease); no level logs a token", maxVerbosity, maxVerbosity))
 	fs.BoolVar(&f.check, "check", false, "check the flags, the token, the configuration and the certificate, then exit without contacting the cluster")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {

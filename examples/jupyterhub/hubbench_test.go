@@ -46,14 +46,19 @@ type benchOptions struct {
 	// before the stops (SPAWNKIT_HUB_BENCH_IDLE, seconds, default 60; 0
 	// leaves it out).
 	idle time.Duration
-	// serviceArgs are more flags for the spawnkit-service
-	// (SPAWNKIT_HUB_BENCH_SERVICE_ARGS, split at spaces; default none: its
-	// defaults, as an operator who sets nothing has them).
+	// serviceArgs are the spawnkit-service's flags: -v 0 (the stack's
+	// tests run it at -v 1) and -concurrent-spawn-limit at the burst's
+	// size (docs/z2jh.md), then SPAWNKIT_HUB_BENCH_SERVICE_ARGS, split at
+	// spaces; its defaults otherwise.
 	serviceArgs []string
 	// kubeSpawnerPython is the python of a venv with KubeSpawner 7.1
 	// (SPAWNKIT_KUBESPAWNER_PYTHON; internal/tools/kubespawner.sh makes
 	// it and prints it).
 	kubeSpawnerPython string
+	// logs, when set (SPAWNKIT_HUB_BENCH_LOGS), is a directory that
+	// keeps each side's logs (the hub's, the proxy's, the service's) as
+	// <repeat>-<side>/: the bench's own temporary directories go.
+	logs string
 }
 
 func benchOptionsFromEnv(t *testing.T) benchOptions {
@@ -89,7 +94,11 @@ func benchOptionsFromEnv(t *testing.T) benchOptions {
 	if !slices.Contains([]string{"spawnkit-first", "kubespawner-first", "alternate"}, o.order) {
 		t.Fatalf("SPAWNKIT_HUB_BENCH_ORDER=%q: want spawnkit-first, kubespawner-first or alternate", o.order)
 	}
-	o.serviceArgs = strings.Fields(os.Getenv("SPAWNKIT_HUB_BENCH_SERVICE_ARGS"))
+	// As docs/z2jh.md tells the operator of a class starting at once:
+	// the service's start slots raised with concurrent_spawn_limit.
+	o.serviceArgs = append([]string{"-v", "0", "-concurrent-spawn-limit", strconv.Itoa(o.users)},
+		strings.Fields(os.Getenv("SPAWNKIT_HUB_BENCH_SERVICE_ARGS"))...)
+	o.logs = os.Getenv("SPAWNKIT_HUB_BENCH_LOGS")
 	if v := os.Getenv("SPAWNKIT_HUB_BENCH_PROGRESS"); v != "" {
 		o.progress = v != "0"
 	}
@@ -158,6 +167,9 @@ func TestHubBench(t *testing.T) {
 				begin := time.Now()
 				r := runBurst(t, h, cw, ac, users, o)
 				t.Logf("%s: %d users in %s", side, o.users, time.Since(begin).Round(time.Second))
+				if o.logs != "" {
+					keepLogs(t, h.s.dir, filepath.Join(o.logs, fmt.Sprintf("%d-%s", rep+1, side)))
+				}
 				pair = append(pair, r)
 			})
 			if t.Failed() {
@@ -374,4 +386,27 @@ func prec(x float64) int {
 	default:
 		return 3
 	}
+}
+
+// keepLogs copies the *.log files of dir into to (made if need be).
+func keepLogs(t *testing.T, dir, to string) {
+	t.Helper()
+	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err == nil {
+		err = os.MkdirAll(to, 0o755)
+	}
+	for _, l := range logs {
+		if err != nil {
+			break
+		}
+		var data []byte
+		if data, err = os.ReadFile(l); err == nil {
+			err = os.WriteFile(filepath.Join(to, filepath.Base(l)), data, 0o644)
+		}
+	}
+	if err != nil {
+		t.Errorf("keeping the logs in %s: %v", to, err)
+		return
+	}
+	t.Logf("logs kept in %s", to)
 }

@@ -173,7 +173,10 @@ func (s *stack) startService(ctx context.Context, t *testing.T) {
 		"-listen", fmt.Sprintf("127.0.0.1:%d", s.servicePort),
 		"-token-file", filepath.Join(s.dir, "service-token"),
 		// The probes are not this test's subject: any free port.
-		"-probe-listen", "127.0.0.1:0"}
+		"-probe-listen", "127.0.0.1:0",
+		// The tests count a hub's polls in the request log, whose
+		// successful reads are V(1); serviceArgs may set -v again.
+		"-v", "1"}
 	if s.opts.clusters != "" {
 		args = append(args, "-clusters", s.opts.clusters)
 	}

@@ -16,7 +16,8 @@ import (
 )
 
 // TestBinaryVerbosity: with -v 1 the V(1) lines appear (the HTTP bounds
-// at start); by default none does, while the V(0) request lines do.
+// at start, a successful read's request line); by default none does,
+// while the V(0) request lines (an error's) do.
 func TestBinaryVerbosity(t *testing.T) {
 	c := testcluster.Require(t, cluster)
 	const token = "verbosity-test-token"
@@ -28,7 +29,20 @@ func TestBinaryVerbosity(t *testing.T) {
 		if r := binDo(t, httpClient(nil), http.MethodGet, "http://"+s.listen+"/v1/servers", token); r.code != http.StatusOK {
 			t.Fatalf("%s: GET /v1/servers: %d %s", s.name, r.code, r.body)
 		}
-		s.waitLines(t, 0, "the request line", `"level"=0`, `"msg"="request"`, `"status"=200`)
+		if r := binDo(t, httpClient(nil), http.MethodGet, "http://"+s.listen+"/v1/users/nobody/server", token); r.code != http.StatusNotFound {
+			t.Fatalf("%s: GET of an unknown server: %d %s, want 404", s.name, r.code, r.body)
+		}
+		// Lines are written in the order the requests were answered:
+		// once the error's is there, the list's would be too.
+		s.waitLines(t, 0, "the error's request line", `"level"=0`, `"msg"="request"`, `"status"=404`)
+	}
+	// A successful read (a hub's poll, a list) is V(1): a hub polls every
+	// server every 30 s.
+	if l := quiet.lines(`"msg"="request"`, `"status"=200`); len(l) > 0 {
+		t.Errorf("the default verbosity logged a successful read:\n%s", strings.Join(l, "\n"))
+	}
+	if l := verbose.lines(`"level"=1`, `"msg"="request"`, `"path"="/v1/servers"`, `"status"=200`); len(l) != 1 {
+		t.Errorf("-v 1 logged %d lines of the list at V(1), want 1:\n%s", len(l), verbose.out.String())
 	}
 	if l := verbose.lines(`"level"=1`, "HTTP bounds"); len(l) != 1 {
 		t.Errorf("-v 1 logged %d lines of the HTTP bounds at V(1), want 1:\n%s", len(l), verbose.out.String())
