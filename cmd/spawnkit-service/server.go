@@ -41,15 +41,22 @@ type httpBounds struct {
 }
 
 // serviceBounds are the API's and the probes'. A hub sends small JSON
-// bodies (at most 1 MiB, package service's limit) from nearby, so 30 s
-// is far more than any hub needs. idle is above the 90 s after which
+// bodies (at most 1 MiB, package service's limit) from nearby, but it
+// may send them late: the header bound runs from the moment the service
+// accepts the connection, and a hub's Python event loop writes the
+// request only when it gets to it after the connect. With 1,000 users
+// starting at once on two cores JupyterHub 3.0's loop ran about 20 s
+// behind, and a header bound of 10 s closed 44 of its 1,000 progress
+// streams before their requests came (issue 47). 60 s for the headers
+// and for the whole request leaves room for that, and still gives back
+// a connection that never sends anything. idle is above the 90 s after which
 // Go's http.Transport drops an idle connection, so that a Go client
 // closes first rather than reuse one the service is closing. The
 // headers a hub sends (a bearer token, a few standard ones) fit 64 KiB
 // many times over.
 var serviceBounds = httpBounds{
-	header:         10 * time.Second,
-	read:           30 * time.Second,
+	header:         60 * time.Second,
+	read:           60 * time.Second,
 	write:          30 * time.Second,
 	idle:           120 * time.Second,
 	maxHeaderBytes: 64 << 10,

@@ -179,6 +179,9 @@ type userRun struct {
 	ready    time.Duration
 	failed   bool
 	accepted bool // JupyterHub answered the start request
+	// acceptedAt is when that answer came: only a listing asked for
+	// after it can show the start dropped.
+	acceptedAt time.Time
 	// postStatus and postBody are the answer to the start request (0
 	// when none came); startErr is set when it was not 201 or 202.
 	postStatus int
@@ -304,7 +307,7 @@ func startAll(ctx context.Context, t *testing.T, h benchHub, users []string, o b
 			}
 			mu.Lock()
 			r.postStatus, r.postBody = code, string(data)
-			r.startErr, r.failed, r.accepted = err, err != nil, err == nil
+			r.startErr, r.failed, r.accepted, r.acceptedAt = err, err != nil, err == nil, time.Now()
 			mu.Unlock()
 			if err != nil || !o.progress {
 				return
@@ -332,6 +335,10 @@ func startAll(ctx context.Context, t *testing.T, h benchHub, users []string, o b
 	// admin page would.
 	deadline := o.startTimeout + o.httpTimeout + 2*time.Minute
 	settled := func() bool {
+		// A busy hub answers late: a listing it made before a start
+		// was accepted may arrive after the start's answer, and does not
+		// have the start in it yet.
+		asked := time.Now()
 		states, err := s.serverStates(ctx)
 		if err != nil {
 			t.Logf("polling JupyterHub: %v", err)
@@ -349,10 +356,10 @@ func startAll(ctx context.Context, t *testing.T, h benchHub, users []string, o b
 				r.ready = now
 			case st == "pending":
 				done = false
-			case r.accepted:
-				// Neither ready nor pending once its start was accepted
-				// (JupyterHub answers a start while it is pending):
-				// JupyterHub dropped it.
+			case r.accepted && r.acceptedAt.Before(asked):
+				// Neither ready nor pending in a listing asked for once
+				// its start was accepted (JupyterHub answers a start while
+				// it is pending): JupyterHub dropped it.
 				r.failed = true
 			default:
 				done = false

@@ -59,6 +59,11 @@ type benchOptions struct {
 	// keeps each side's logs (the hub's, the proxy's, the service's) as
 	// <repeat>-<side>/: the bench's own temporary directories go.
 	logs string
+	// profile (SPAWNKIT_HUB_BENCH_PROFILE=1, with logs) runs each hub
+	// under cProfile, whose stats go with the logs as hub.pstats: where
+	// the hub's event loop spends a burst (a diagnostic: cProfile slows
+	// the hub, so its table is not a result).
+	profile bool
 }
 
 func benchOptionsFromEnv(t *testing.T) benchOptions {
@@ -99,6 +104,9 @@ func benchOptionsFromEnv(t *testing.T) benchOptions {
 	o.serviceArgs = append([]string{"-v", "0", "-concurrent-spawn-limit", strconv.Itoa(o.users)},
 		strings.Fields(os.Getenv("SPAWNKIT_HUB_BENCH_SERVICE_ARGS"))...)
 	o.logs = os.Getenv("SPAWNKIT_HUB_BENCH_LOGS")
+	if o.profile = os.Getenv("SPAWNKIT_HUB_BENCH_PROFILE") == "1"; o.profile && o.logs == "" {
+		t.Fatal("SPAWNKIT_HUB_BENCH_PROFILE=1 needs SPAWNKIT_HUB_BENCH_LOGS, where the profiles are kept")
+	}
 	if v := os.Getenv("SPAWNKIT_HUB_BENCH_PROGRESS"); v != "" {
 		o.progress = v != "0"
 	}
@@ -129,7 +137,7 @@ const benchImage = "quay.io/jupyter/base-notebook:2024-05-27"
 // the burst's size, so that no start is refused with 429 (JupyterHub's
 // default is 100).
 func (o benchOptions) hubSettings() string {
-	return fmt.Sprintf(`
+	settings := fmt.Sprintf(`
 c.JupyterHub.log_level = "INFO"
 c.JupyterHub.concurrent_spawn_limit = %d
 c.JupyterHub.cleanup_servers = False
@@ -137,6 +145,24 @@ c.Spawner.start_timeout = %d
 c.Spawner.http_timeout = %d
 c.Spawner.poll_interval = 30
 `, o.users, int(o.startTimeout/time.Second), int(o.httpTimeout/time.Second))
+	if o.profile {
+		// JupyterHub loads its config inside its running event loop,
+		// whose thread is profiled; every 10 s the loop writes what the
+		// profile has so far (the hub may not get to exit cleanly), next
+		// to the config as hub.pstats, and profiles on.
+		settings += `
+import asyncio as _aio, cProfile as _cp, os as _os
+_hub_profile = _cp.Profile()
+_hub_profile_path = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "hub.pstats")
+def _dump_profile():
+    _hub_profile.dump_stats(_hub_profile_path)
+    _hub_profile.enable()
+    _aio.get_running_loop().call_later(10, _dump_profile)
+_aio.get_running_loop().call_later(10, _dump_profile)
+_hub_profile.enable()
+`
+	}
+	return settings
 }
 
 // TestHubBench runs the bench and prints its tables on stdout.
@@ -388,10 +414,14 @@ func prec(x float64) int {
 	}
 }
 
-// keepLogs copies the *.log files of dir into to (made if need be).
+// keepLogs copies the *.log (and *.pstats) files of dir into to (made
+// if need be).
 func keepLogs(t *testing.T, dir, to string) {
 	t.Helper()
 	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if more, _ := filepath.Glob(filepath.Join(dir, "*.pstats")); err == nil {
+		logs = append(logs, more...)
+	}
 	if err == nil {
 		err = os.MkdirAll(to, 0o755)
 	}

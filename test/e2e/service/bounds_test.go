@@ -113,6 +113,24 @@ func TestBinaryHTTPBounds(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a request sent long after the connect", func(t *testing.T) {
+		t.Parallel()
+		// A hub's event loop under a burst writes its request only when
+		// it gets to it: JupyterHub 3.0's ran about 20 s behind with 1,000
+		// users starting at once, and a 10 s header bound closed its
+		// progress streams unanswered. The connection must still be
+		// served, with the answer, after a lag that long.
+		const lag = 20 * time.Second
+		if b.header <= lag || b.read <= lag {
+			t.Fatalf("the header bound %s and read bound %s close a hub's connection that lags %s", b.header, b.read, lag)
+		}
+		conn := dial(t, s.listen)
+		time.Sleep(lag) // the hub's event loop, busy elsewhere
+		write(t, conn, "GET /v1/healthz HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer bounds-test-token\r\nConnection: close\r\n\r\n")
+		if answer, _ := untilClosed(t, conn, time.Now(), boundSlack); !strings.HasPrefix(answer, "HTTP/1.1 200") {
+			t.Errorf("a request %s after the connect was answered %.80q, want 200", lag, answer)
+		}
+	})
 	t.Run("a stalled body without the token", func(t *testing.T) {
 		t.Parallel()
 		conn := dial(t, s.listen)
